@@ -1,0 +1,134 @@
+package hookgen
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/ncclhooks/ncclhooks/config"
+)
+
+// Symbol names every generated module defines (docs/ARCHITECTURE.md).
+const (
+	SymEntry    = "ncclhooks_entry"
+	SymEntryPtr = "ncclhooks_entry_ptr"
+	SymCtx      = "ncclhooks_ctx"
+	SymCtl      = "ncclhooks_ctl"
+	SymAgg      = "ncclhooks_agg"
+	SymFuncSets = "ncclhooks_funcsets"
+)
+
+// FuncSetWords is the number of 32-bit words of one function-id set: ids
+// 0..FuncSetWords*32-1 can be tested; a larger id never matches a set.
+const FuncSetWords = 256
+
+// Module describes a generated source: everything a backend, the drain and
+// the decoders need to know about it.
+type Module struct {
+	Profile  *config.Profile
+	Source   string
+	Hooks    []*HookInfo    // enabled hooks, in dispatch order; Index == position here
+	FuncSets []*FuncSetInfo // name predicates; set i is ncclhooks_funcsets[i]
+	Aggs     []*AggInfo     // aggregates of all hooks; cells laid out back to back in ncclhooks_agg
+	AggWords int            // total 64-bit words of ncclhooks_agg
+	Lines    []LineSpan     // generated line ranges traced back to the profile
+}
+
+// CtlWords is the number of 64-bit words of ncclhooks_ctl: head then limit per hook.
+func (m *Module) CtlWords() int { return 2 * len(m.Hooks) }
+
+// HookInfo is one enabled hook as generated.
+type HookInfo struct {
+	Index    int
+	Name     string
+	Slots    int // N, a power of two
+	Overflow config.Overflow
+	Layout   Layout
+	Hook     *config.Hook
+}
+
+// CtxBytes is the byte size of hk_ctx_t: two pointers (slots, holes) per hook.
+func (m *Module) CtxBytes() int { return 16 * len(m.Hooks) }
+
+// FuncSetInfo is one function-id set to fill at init from function names.
+type FuncSetInfo struct {
+	Index int
+	Pred  *config.FuncPred
+	Hook  string
+}
+
+// AggInfo is one aggregate's place in ncclhooks_agg.
+type AggInfo struct {
+	Hook     string
+	Agg      *config.Aggregate
+	Offset   int // first 64-bit word in ncclhooks_agg
+	Keys     int // number of key combinations (rows)
+	RowWords int // words per row
+	Overflow bool
+}
+
+// LineSpan maps generated source lines [Start, End] (1-based) to the profile.
+type LineSpan struct {
+	Start, End int
+	Hook       string
+	What       string // "when", "let dur_us", "field fn", "aggregate latency", ...
+	Pos        config.Pos
+}
+
+// Layout is a packed record layout, described once for generator and decoder.
+type Layout struct {
+	Fields []FieldLayout
+	Bytes  int // packed payload bytes
+	Chunks int // 32-bit chunks = ceil(Bytes/4); a slot is Chunks 64-bit words
+}
+
+// FieldLayout is one field at a byte offset of the packed payload.
+type FieldLayout struct {
+	Name   string
+	Source string
+	Type   config.Type
+	Offset int
+}
+
+// SlotWords is the number of 64-bit words of one slot.
+func (l *Layout) SlotWords() int { return l.Chunks }
+
+// Value is a decoded field value: exactly one of U, I, F is meaningful, by Type.
+type Value struct {
+	Type config.Type
+	U    uint64
+	I    int64
+	F    float64
+}
+
+// Decode unpacks a payload (len >= l.Bytes) into one value per field.
+func (l *Layout) Decode(payload []byte, out []Value) []Value {
+	out = out[:0]
+	for _, f := range l.Fields {
+		b := payload[f.Offset : f.Offset+f.Type.Bytes()]
+		v := Value{Type: f.Type}
+		switch f.Type {
+		case config.Bool, config.U8:
+			v.U = uint64(b[0])
+		case config.U16:
+			v.U = uint64(binary.LittleEndian.Uint16(b))
+		case config.U32:
+			v.U = uint64(binary.LittleEndian.Uint32(b))
+		case config.U64:
+			v.U = binary.LittleEndian.Uint64(b)
+		case config.I8:
+			v.I = int64(int8(b[0]))
+		case config.I16:
+			v.I = int64(int16(binary.LittleEndian.Uint16(b)))
+		case config.I32:
+			v.I = int64(int32(binary.LittleEndian.Uint32(b)))
+		case config.I64:
+			v.I = int64(binary.LittleEndian.Uint64(b))
+		case config.F32:
+			v.F = float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
+		case config.F64:
+			v.F = math.Float64frombits(binary.LittleEndian.Uint64(b))
+		}
+		out = append(out, v)
+	}
+	return out
+}
