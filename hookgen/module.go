@@ -46,8 +46,42 @@ type HookInfo struct {
 	Hook     *config.Hook
 }
 
-// CtxBytes is the byte size of hk_ctx_t: two pointers (slots, holes) per hook.
-func (m *Module) CtxBytes() int { return 16 * len(m.Hooks) }
+// CtxBytes is the byte size of hk_ctx_t: two pointers (slots, holes) per
+// hook, then the 32-bit device ordinal padded to 8 bytes.
+func (m *Module) CtxBytes() int { return 16*len(m.Hooks) + 8 }
+
+// EncodeCtx returns the bytes of hk_ctx_t for one device: slots[h] and
+// holes[h] are the addresses (as the hooks see them) of hook h's buffers.
+// The backend writes these bytes into ncclhooks_ctx after loading.
+func (m *Module) EncodeCtx(device int, slots, holes []uintptr) []byte {
+	b := make([]byte, m.CtxBytes())
+	for h := range m.Hooks {
+		if h < len(slots) {
+			binary.LittleEndian.PutUint64(b[16*h:], uint64(slots[h]))
+		}
+		if h < len(holes) {
+			binary.LittleEndian.PutUint64(b[16*h+8:], uint64(holes[h]))
+		}
+	}
+	binary.LittleEndian.PutUint32(b[16*len(m.Hooks):], uint32(device))
+	return b
+}
+
+// Trace returns the narrowest generated span that contains line (1-based),
+// so that a compiler diagnostic can name the hook and profile position it
+// came from.
+func (m *Module) Trace(line int) (LineSpan, bool) {
+	best, found := LineSpan{}, false
+	for _, s := range m.Lines {
+		if line < s.Start || line > s.End {
+			continue
+		}
+		if !found || s.End-s.Start < best.End-best.Start {
+			best, found = s, true
+		}
+	}
+	return best, found
+}
 
 // FuncSetInfo is one function-id set to fill at init from function names.
 type FuncSetInfo struct {
@@ -60,10 +94,37 @@ type FuncSetInfo struct {
 type AggInfo struct {
 	Hook     string
 	Agg      *config.Aggregate
-	Offset   int // first 64-bit word in ncclhooks_agg
-	Keys     int // number of key combinations (rows)
-	RowWords int // words per row
-	Overflow bool
+	Offset   int  // first 64-bit word in ncclhooks_agg
+	Keys     int  // number of key combinations (rows)
+	RowWords int  // words per row
+	Overflow bool // keyed by funcId and/or channelId: the last key of each collects out-of-range ids
+}
+
+// Buckets is the number of histogram buckets of the aggregate (0 unless a
+// histogram): config.Log2Buckets, or len(bounds)+1 with the final +Inf bucket.
+func (a *AggInfo) Buckets() int {
+	if a.Agg.Kind != config.AggHistogram {
+		return 0
+	}
+	if a.Agg.Buckets.Log2 {
+		return config.Log2Buckets
+	}
+	return len(a.Agg.Buckets.Bounds) + 1
+}
+
+// Row returns the row of a (funcId, channelId) key, folding out-of-range ids
+// into the overflow key exactly as the generated code does.
+func (a *AggInfo) Row(funcID, channelID uint32) int {
+	row := 0
+	for _, by := range a.Agg.By {
+		switch by {
+		case "funcId":
+			row = row*(config.MaxFuncIDs+1) + int(min(funcID, config.MaxFuncIDs))
+		case "channelId":
+			row = row*(config.MaxChannels+1) + int(min(channelID, config.MaxChannels))
+		}
+	}
+	return row
 }
 
 // LineSpan maps generated source lines [Start, End] (1-based) to the profile.

@@ -1,0 +1,56 @@
+# ncclhooks: the plugin library, the CLI, tests, the demo and benchmarks.
+# Building needs Go and a C compiler only: no CUDA headers or libraries.
+
+GO       ?= go
+BUILD    ?= build
+PLUGIN   := $(BUILD)/libnccl-profiler-hooks.so
+CLI      := $(BUILD)/ncclhooks
+FUZZTIME ?= 10s
+
+# -z nodelete: NCCL dlcloses the plugin and may load it again; a Go image
+# cannot be unloaded (golang/go#11100), so it must stay resident.
+PLUGIN_LDFLAGS := -extldflags=-Wl,-z,nodelete
+
+.PHONY: all build test demo bench fuzz vet clean
+
+all: build
+
+build:
+	@mkdir -p $(BUILD)
+	$(GO) build -buildmode=c-shared -ldflags='$(PLUGIN_LDFLAGS)' -o $(PLUGIN) ./plugin
+	@rm -f $(BUILD)/libnccl-profiler-hooks.h
+	$(GO) build -o $(CLI) ./cmd/ncclhooks
+
+# The tests load the real plugin (NCCLHOOKS_PLUGIN) and the real CLI
+# (NCCLHOOKS_CLI); GPU tests skip cleanly where no GPU is present.
+test: build vet
+	NCCLHOOKS_PLUGIN=$(abspath $(PLUGIN)) NCCLHOOKS_CLI=$(abspath $(CLI)) \
+		$(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory fuzz
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+
+# Every fuzz target runs for a bounded time on top of its seed corpus.
+fuzz:
+	@$(GO) list -f '{{.ImportPath}} {{.Dir}}' ./... | while read pkg dir; do \
+		for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+			echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+# The main job: a profile through the harness, on the GPU where one is
+# present, else on the cpu backend.
+demo: build
+	$(CLI) run examples/all-events.yaml --out out/demo
+	@echo
+	@echo "JSON lines written to out/demo:"; ls -l out/demo
+
+bench: build
+	NCCLHOOKS_PLUGIN=$(abspath $(PLUGIN)) $(GO) test -run '^$$' -bench . -benchtime 2s ./rings/ ./backend/cpu/
+	$(CLI) bench
+
+clean:
+	rm -rf $(BUILD) out

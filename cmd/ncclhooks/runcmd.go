@@ -1,0 +1,167 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ncclhooks/ncclhooks/config"
+	"github.com/ncclhooks/ncclhooks/harness"
+	"github.com/ncclhooks/ncclhooks/nvrtc"
+)
+
+func runRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg harness.Config
+	backend := fs.String("backend", "auto", "where hooks run: auto (gpu when one is present, else cpu), gpu, cpu")
+	pluginPath := fs.String("plugin", defaultPlugin(), "the plugin library to load")
+	out := fs.String("out", "", "output directory (NCCL_HOOKS_DUMP_DIR; default: the profile's output.dump_dir)")
+	fs.IntVar(&cfg.Devices, "devices", 2, "devices (simulated on cpu; on gpu at most the GPUs present)")
+	fs.IntVar(&cfg.CommsPerDevice, "comms", 2, "communicators per device, concurrent, with the same channel ids")
+	fs.IntVar(&cfg.Channels, "channels", 4, "channels per communicator")
+	fs.IntVar(&cfg.Items, "items", 2000, "work items per channel (per launch on gpu)")
+	fs.IntVar(&cfg.Batch, "batch", 4, "work items per batch (STARTs, work, STOPs)")
+	fs.IntVar(&cfg.WorkFloats, "work", 256, "cpu: floats reduced per work item")
+	fs.IntVar(&cfg.BytesPerItem, "bytes", 64<<10, "gpu: bytes moved per work item")
+	fs.BoolVar(&cfg.Graph, "graph", false, "gpu: capture the launches in a CUDA graph and replay it")
+	fs.IntVar(&cfg.Replays, "replays", 1, "gpu: launches (or graph replays) per communicator")
+	noVerify := fs.Bool("no-verify", false, "skip the per-event log and record-by-record check (faster, for rates)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: ncclhooks run PROFILE [flags]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(reorder(args)); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return 2
+	}
+	profPath, _ := filepath.Abs(fs.Arg(0))
+	prof, err := config.Load(fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	cfg.Verify = !*noVerify
+	cfg.Backend = *backend
+	if cfg.Backend == "auto" {
+		cfg.Backend = "cpu"
+		if n, err := gpuCount(); err == nil && n > 0 {
+			cfg.Backend = "gpu"
+		}
+	}
+	if cfg.Backend == "gpu" {
+		n, err := gpuCount()
+		if err != nil || n == 0 {
+			fmt.Fprintf(stderr, "ncclhooks run: --backend gpu needs a GPU: %v\n", orNone(err))
+			return 2
+		}
+		if cfg.Devices > n {
+			cfg.Devices = n
+		}
+	}
+	cfg.OutputDir = *out
+	if cfg.OutputDir == "" {
+		cfg.OutputDir = prof.Output.DumpDir
+		if !filepath.IsAbs(cfg.OutputDir) {
+			cfg.OutputDir = filepath.Join(filepath.Dir(profPath), cfg.OutputDir)
+		}
+	}
+	// The plugin reads its knobs when it is loaded, as it does inside NCCL.
+	os.Setenv("NCCL_HOOKS_PROFILE", profPath)
+	os.Setenv("NCCL_HOOKS_BACKEND", cfg.Backend)
+	os.Setenv("NCCL_HOOKS_DUMP_DIR", cfg.OutputDir)
+	p, err := harness.Open(*pluginPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "ncclhooks run: %v (build it with make build, or pass --plugin)\n", err)
+		return 2
+	}
+	s, err := harness.Run(p, prof, cfg)
+	if s != nil {
+		printLog(stdout, s.Log)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ncclhooks run: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\nncclhooks run: profile %q on the %s backend, plugin %s (ncclProfiler_v%d)\n", prof.Name, cfg.Backend, p.Path, p.Version)
+	fmt.Fprintf(stdout, "%d devices x %d communicators x %d channels x %d items: %d events in %v (%.2f M events/s)\n\n",
+		cfg.Devices, cfg.CommsPerDevice, cfg.Channels, cfg.Items*max(cfg.Replays, 1), s.Emitted, s.Emit.Round(1e3), s.EventsPerSec()/1e6)
+	if !s.HookActive {
+		fmt.Fprintln(stdout, "the plugin returned no hook: it is inactive (see its log above)")
+		return 1
+	}
+	s.Print(stdout)
+	fmt.Fprintf(stdout, "\noutput: %s\n", s.OutputFile)
+	if !s.OK() {
+		fmt.Fprintln(stdout, "result: MISMATCH between what was emitted and what the plugin accounted for")
+		return 1
+	}
+	fmt.Fprintln(stdout, "result: exact (records + drops = matched events for every hook and device)")
+	return 0
+}
+
+func printLog(w io.Writer, log string) {
+	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
+		if l != "" {
+			fmt.Fprintln(w, "plugin:", l)
+		}
+	}
+}
+
+func gpuCount() (int, error) {
+	lib, err := nvrtc.Open()
+	if err != nil {
+		return 0, err
+	}
+	return lib.DeviceCount()
+}
+
+func orNone(err error) any {
+	if err == nil {
+		return "no device found"
+	}
+	return err
+}
+
+// defaultPlugin is the library next to the executable (make build puts both
+// in build/).
+func defaultPlugin() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "libnccl-profiler-hooks.so"
+	}
+	return filepath.Join(filepath.Dir(exe), "libnccl-profiler-hooks.so")
+}
+
+// reorder moves flags after positional arguments to the front, so
+// "run PROFILE --backend cpu" works like "run --backend cpu PROFILE".
+func reorder(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if strings.HasPrefix(a, "-") && a != "-" {
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && i+1 < len(args) && !isBoolFlag(a) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	return append(flags, pos...)
+}
+
+func isBoolFlag(a string) bool {
+	switch strings.TrimLeft(a, "-") {
+	case "graph", "no-verify", "json", "markdown", "by-channel", "allow-mixed":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,211 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// CostOptions shapes the per-call cost benchmark. Zero fields take the
+// defaults of DESIGN.md section 4: 32 blocks x 4000 calls, 5 rounds.
+type CostOptions struct {
+	Blocks  int      // blocks whose thread 0 calls the hook concurrently
+	Calls   int      // back-to-back calls per block (START/STOP alternating)
+	Rounds  int      // timed rounds per hook, after one warm-up round
+	FuncIDs []uint32 // function ids of the events, cycled per START/STOP pair
+}
+
+func (o *CostOptions) defaults() error {
+	if o.Blocks == 0 {
+		o.Blocks = 32
+	}
+	if o.Calls == 0 {
+		o.Calls = 4000
+	}
+	if o.Rounds == 0 {
+		o.Rounds = 5
+	}
+	if len(o.FuncIDs) == 0 {
+		o.FuncIDs = []uint32{0}
+	}
+	switch {
+	case o.Blocks < 1 || o.Blocks > 1<<16:
+		return fmt.Errorf("hook cost: Blocks = %d: want 1..65536", o.Blocks)
+	case o.Calls < 1:
+		return fmt.Errorf("hook cost: Calls = %d: want at least 1", o.Calls)
+	case o.Rounds < 1:
+		return fmt.Errorf("hook cost: Rounds = %d: want at least 1", o.Rounds)
+	}
+	return nil
+}
+
+// HookCost is the per-call cost of one hook on NCCL's calling thread.
+type HookCost struct {
+	Hook string
+	// NsPerCall is the median over rounds of the mean over blocks of a
+	// block's loop time divided by its calls; MinNsPerCall the best round.
+	NsPerCall    float64
+	MinNsPerCall float64
+	// MaxBlockNsPerCall is the slowest block of any round.
+	MaxBlockNsPerCall float64
+	CyclesPerCall     float64 // median, SM clock cycles
+	// RatioToNop is NsPerCall over the nop hook's, measured in the same run.
+	RatioToNop float64
+}
+
+// HookCost measures each hook's per-call cost against a nop hook that it
+// compiles and loads itself, so the ratio always compares the same run. The
+// first row is the nop hook. The hooks must tolerate Blocks*Calls events per
+// round (a recording hook may drop).
+func (h *Harness) HookCost(hooks []Hook, opt CostOptions) (_ []HookCost, err error) {
+	if err := opt.defaults(); err != nil {
+		return nil, err
+	}
+	nop, err := LoadNopHook(h.dev, h.cache)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, nop.Close()) }()
+	all := append([]Hook{nop.Hook}, hooks...)
+	for _, hk := range all {
+		if hk.Entry == 0 {
+			return nil, fmt.Errorf("hook cost: hook %q has no entry address", hk.Name)
+		}
+	}
+
+	stream, err := h.dev.NewStream()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, stream.Destroy()) }()
+	ids := make([]byte, 4*len(opt.FuncIDs))
+	for i, id := range opt.FuncIDs {
+		binary.LittleEndian.PutUint32(ids[4*i:], id)
+	}
+	idsDev, err := h.dev.Alloc(len(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, h.dev.Free(idsDev)) }()
+	if err := h.dev.CopyHtoD(idsDev, ids, stream); err != nil {
+		return nil, err
+	}
+	out := make([]byte, 16*opt.Blocks)
+	outDev, err := h.dev.Alloc(len(out))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, h.dev.Free(outDev)) }()
+
+	ns := make([][]float64, len(all)) // [hook][round] mean ns per call
+	cycles := make([][]float64, len(all))
+	maxBlock := make([]float64, len(all))
+	// Rounds interleave the hooks so that clock changes hit them alike.
+	for round := -1; round < opt.Rounds; round++ {
+		for i, hk := range all {
+			err := h.dev.Launch(h.hookCost, [3]uint32{uint32(opt.Blocks), 1, 1}, [3]uint32{32, 1, 1}, 0, stream,
+				hk.Entry, hk.Ctx, int32(opt.Calls), idsDev, int32(len(opt.FuncIDs)), outDev)
+			if err != nil {
+				return nil, fmt.Errorf("hook cost of %s: %w", hk.Name, err)
+			}
+			if err := h.dev.CopyDtoH(out, outDev, stream); err != nil {
+				return nil, fmt.Errorf("hook cost of %s: %w", hk.Name, err)
+			}
+			if round < 0 {
+				continue // warm-up: instruction caches, first-touch of the hook's memory
+			}
+			var sumNs, sumCycles float64
+			for b := range opt.Blocks {
+				perCall := float64(binary.LittleEndian.Uint64(out[16*b:])) / float64(opt.Calls)
+				sumNs += perCall
+				sumCycles += float64(binary.LittleEndian.Uint64(out[16*b+8:])) / float64(opt.Calls)
+				maxBlock[i] = max(maxBlock[i], perCall)
+			}
+			ns[i] = append(ns[i], sumNs/float64(opt.Blocks))
+			cycles[i] = append(cycles[i], sumCycles/float64(opt.Blocks))
+		}
+	}
+	rows := make([]HookCost, len(all))
+	for i, hk := range all {
+		rows[i] = HookCost{
+			Hook:              hk.Name,
+			NsPerCall:         median(ns[i]),
+			MinNsPerCall:      slices.Min(ns[i]),
+			MaxBlockNsPerCall: maxBlock[i],
+			CyclesPerCall:     median(cycles[i]),
+		}
+	}
+	for i := range rows {
+		rows[i].RatioToNop = rows[i].NsPerCall / rows[0].NsPerCall
+	}
+	return rows, nil
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// WriteCostTable prints rows as an aligned table.
+func WriteCostTable(w io.Writer, rows []HookCost) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "hook\tns/call\tbest\tslowest block\tcycles/call\tx nop\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.0f\t%.2f\t\n",
+			r.Hook, r.NsPerCall, r.MinNsPerCall, r.MaxBlockNsPerCall, r.CyclesPerCall, r.RatioToNop)
+	}
+	return tw.Flush()
+}
+
+// Throughput is one event-rate run of the harness kernel.
+type Throughput struct {
+	Hook         string
+	TargetRate   float64 // events/s asked for (0: unpaced)
+	Emitted      uint64  // events passed to the hook on the device
+	Elapsed      time.Duration
+	KernelMs     float32
+	EventsPerSec float64 // achieved, per device, over the kernels' GPU time
+}
+
+// Throughput runs cfg (usually with EventRate set and LogEvents off) and
+// reports the events emitted and the rate achieved. Combine Emitted with the
+// drain's drop counts for the zero-drop rate.
+func (h *Harness) Throughput(hook Hook, cfg Config) (*Throughput, error) {
+	if hook.Entry == 0 {
+		return nil, errors.New("throughput: the hook has no entry address")
+	}
+	res, err := h.Run(hook, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Throughput{
+		Hook:         hook.Name,
+		TargetRate:   cfg.EventRate,
+		Emitted:      res.Emitted(),
+		Elapsed:      res.Elapsed,
+		KernelMs:     res.KernelMs,
+		EventsPerSec: res.EventsPerSec(),
+	}, nil
+}
+
+// WriteThroughputTable prints rows as an aligned table.
+func WriteThroughputTable(w io.Writer, rows []*Throughput) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "hook\ttarget ev/s\tevents\tkernel ms\tev/s\t")
+	for _, r := range rows {
+		target := "max"
+		if r.TargetRate > 0 {
+			target = fmt.Sprintf("%.3g", r.TargetRate)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.3g\t\n", r.Hook, target, r.Emitted, r.KernelMs, r.EventsPerSec)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,184 @@
+// The C half of the NCCL-contract harness: it loads the plugin the way NCCL
+// does, exports NCCL's ncclProfilerDevFuncName, and calls cpu hooks from one
+// thread per channel, like thread 0 of each block of an NCCL kernel.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "harness.h"
+
+typedef void (*logger_t)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
+
+typedef struct {
+  const char* name;
+  int (*init)(void**, uint64_t, int*, const char*, int, int, int, logger_t);
+  int (*startEvent)(void*, void**, void*);
+  int (*stopEvent)(void*);
+  int (*recordEventState)(void*, int, void*);
+  int (*finalize)(void*);
+  int (*getDeviceHook)(int, void**, void**);
+} profiler_t;
+
+static profiler_t* prof;
+static int profVersion;
+
+// Marker the plugin looks for before it hands out host-callable (cpu) hooks.
+__attribute__((visibility("default"))) int ncclhooks_harness_cpu = 1;
+
+// NCCL-style device function names, indexed by funcId.
+static const char* funcNames[] = {
+  "AllReduce_Sum_f32_RING_LL", "AllReduce_Sum_f32_RING_LL128", "AllReduce_Sum_f32_RING_SIMPLE",
+  "AllReduce_Sum_bf16_RING_LL", "AllReduce_Sum_bf16_RING_SIMPLE", "AllReduce_Sum_f16_TREE_LL",
+  "AllReduce_Sum_f32_TREE_SIMPLE", "AllReduce_Max_f32_RING_LL", "AllReduce_Sum_f32_NVLS_SIMPLE",
+  "AllGather_RING_LL", "AllGather_RING_LL128", "AllGather_RING_SIMPLE", "AllGather_PAT_SIMPLE",
+  "ReduceScatter_Sum_f32_RING_LL", "ReduceScatter_Sum_f32_RING_SIMPLE", "ReduceScatter_Sum_bf16_RING_SIMPLE",
+  "ReduceScatter_Sum_f32_PAT_SIMPLE", "Broadcast_RING_LL", "Broadcast_RING_SIMPLE", "Reduce_Sum_f32_RING_LL",
+  "Reduce_Sum_f32_RING_SIMPLE", "SendRecv", "AllToAll_SendRecv",
+};
+
+__attribute__((visibility("default"))) const char* ncclProfilerDevFuncName(int funcId) {
+  if (funcId < 0 || funcId >= (int)(sizeof(funcNames) / sizeof(funcNames[0]))) return NULL;
+  return funcNames[funcId];
+}
+
+int hh_func_count(void) { return (int)(sizeof(funcNames) / sizeof(funcNames[0])); }
+
+// The logger NCCL would pass: lines are kept for the harness to read.
+static pthread_mutex_t logMu = PTHREAD_MUTEX_INITIALIZER;
+static char logBuf[1 << 20];
+static int logLen;
+
+static void logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  (void)flags; (void)file; (void)line;
+  char msg[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&logMu);
+  int n = snprintf(logBuf + logLen, sizeof logBuf - logLen, "%s %s\n", level == 2 ? "WARN" : "INFO", msg);
+  if (n > 0 && logLen + n < (int)sizeof logBuf) logLen += n;
+  pthread_mutex_unlock(&logMu);
+}
+
+int hh_log_take(char* buf, int len) {
+  pthread_mutex_lock(&logMu);
+  int n = logLen < len - 1 ? logLen : len - 1;
+  memcpy(buf, logBuf, n);
+  buf[n] = 0;
+  memmove(logBuf, logBuf + n, logLen - n);
+  logLen -= n;
+  pthread_mutex_unlock(&logMu);
+  return n;
+}
+
+int hh_open(const char* path, char* err, int errlen) {
+  void* h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(err, errlen, "%s", dlerror());
+    return -1;
+  }
+  // NCCL's order: newest version first.
+  static const char* names[] = {"ncclProfiler_v7", "ncclProfiler_v6", "ncclProfiler_v5"};
+  for (int i = 0; i < 3; i++) {
+    profiler_t* p = (profiler_t*)dlsym(h, names[i]);
+    if (p) {
+      prof = p;
+      profVersion = 7 - i;
+      return 0;
+    }
+  }
+  snprintf(err, errlen, "%s exports none of ncclProfiler_v7, _v6, _v5", path);
+  return -1;
+}
+
+int hh_version(void) { return profVersion; }
+
+int hh_init(void** ctx, uint64_t commId, const char* name, int nNodes, int nranks, int rank) {
+  int mask = -1;
+  return prof->init(ctx, commId, &mask, name, nNodes, nranks, rank, logger);
+}
+
+int hh_get_device_hook(int dev, void** hook, void** ctx) {
+  *hook = NULL;
+  *ctx = NULL;
+  if (profVersion < 7) return 0;
+  return prof->getDeviceHook(dev, hook, ctx);
+}
+
+int hh_finalize(void* ctx) { return prof->finalize(ctx); }
+
+static uint64_t nowNs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static pthread_barrier_t startLine;
+
+static void* runChannel(void* arg) {
+  hh_channel_t* c = (hh_channel_t*)arg;
+  float* work = (float*)malloc(sizeof(float) * (c->workFloats > 0 ? c->workFloats : 1));
+  for (int i = 0; i < c->workFloats; i++) work[i] = (float)(i % 7);
+  pthread_barrier_wait(&startLine);
+  uint64_t counter = c->counterBase;
+  int logged = 0;
+  for (int done = 0; done < c->items;) {
+    int n = c->items - done < c->batch ? c->items - done : c->batch;
+    hk_event_t ev[64];
+    for (int phase = 0; phase < 2; phase++) {
+      for (int i = 0; i < n; i++) {
+        hk_event_t* e = &ev[i];
+        if (phase == 0) {
+          memset(e, 0, sizeof *e);
+          e->workCounter = counter + i;
+          e->funcId = c->funcIds[(c->funcOffset + done + i) % c->nFuncIds];
+          e->channelId = (uint8_t)c->channel;
+        }
+        e->phase = (uint8_t)phase;
+        e->timestamp = nowNs();
+        if (c->hook) ((hk_hook_t)c->hook)(e, c->ctx);
+        if (c->log) c->log[logged++] = *e;
+      }
+      if (phase == 0) { // the work the STOPs time
+        for (int i = 0; i < n; i++) {
+          double s = 0;
+          for (int k = 0; k < c->workFloats; k++) s += work[k] * (float)(i + 1);
+          c->sink += s;
+        }
+      }
+    }
+    counter += n;
+    done += n;
+    // On a GPU the channels run on the device and leave the host's cores to
+    // the plugin's drain; here they share the cores, so give them up between
+    // batches.
+    sched_yield();
+  }
+  free(work);
+  return NULL;
+}
+
+int hh_run_channels(hh_channel_t* chans, int n) {
+  if (n <= 0 || n > 65536) return -1;
+  for (int i = 0; i < n; i++)
+    if (chans[i].batch < 1 || chans[i].batch > 64) return -1;
+  pthread_t* t = (pthread_t*)calloc((size_t)n, sizeof(pthread_t));
+  pthread_barrier_init(&startLine, NULL, n);
+  int started = 0, rc = 0;
+  for (; started < n; started++)
+    if (pthread_create(&t[started], NULL, runChannel, &chans[started]) != 0) { rc = -2; break; }
+  if (rc != 0) { // cannot release the barrier with fewer threads: fail loudly
+    fprintf(stderr, "harness: pthread_create failed after %d threads\n", started);
+    abort();
+  }
+  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&startLine);
+  free(t);
+  return rc;
+}

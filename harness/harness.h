@@ -1,0 +1,44 @@
+#ifndef NCCLHOOKS_HARNESS_H
+#define NCCLHOOKS_HARNESS_H
+#include <stdint.h>
+
+// The event NCCL passes to the device hook (NCCL pull request 2285).
+typedef struct {
+  uint64_t timestamp;
+  uint64_t workCounter;
+  uint32_t funcId;
+  uint8_t channelId;
+  uint8_t phase;
+  uint16_t rsvd;
+} hk_event_t;
+
+typedef void (*hk_hook_t)(const hk_event_t* ev, void* ctx);
+
+int hh_open(const char* path, char* err, int errlen);
+int hh_version(void);
+int hh_init(void** ctx, uint64_t commId, const char* name, int nNodes, int nranks, int rank);
+int hh_get_device_hook(int dev, void** hook, void** ctx);
+int hh_finalize(void* ctx);
+int hh_log_take(char* buf, int len);
+int hh_func_count(void);
+const char* ncclProfilerDevFuncName(int funcId);
+
+typedef struct {
+  void* hook;      // hk_hook_t, kept as a data pointer for cgo
+  void* ctx;
+  int channel;
+  uint64_t counterBase;
+  int items;       // work items
+  int batch;       // START for `batch` items, work, then their STOPs
+  int workFloats;  // floats summed per work item
+  const uint32_t* funcIds;
+  int nFuncIds;
+  int funcOffset;
+  hk_event_t* log; // 2*items events, or NULL
+  double sink;     // result of the work, so it is not optimised away
+} hh_channel_t;
+
+// hh_run_channels runs one thread per channel descriptor, all released at once.
+int hh_run_channels(hh_channel_t* chans, int n);
+
+#endif

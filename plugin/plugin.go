@@ -1,0 +1,329 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ncclhooks/ncclhooks/backend"
+	"github.com/ncclhooks/ncclhooks/backend/cpu"
+	"github.com/ncclhooks/ncclhooks/backend/gpu"
+	"github.com/ncclhooks/ncclhooks/config"
+	"github.com/ncclhooks/ncclhooks/hookgen"
+	"github.com/ncclhooks/ncclhooks/nvrtc"
+	"github.com/ncclhooks/ncclhooks/rings"
+	"github.com/ncclhooks/ncclhooks/sinks"
+)
+
+const (
+	logWarn = 2
+	logInfo = 3
+)
+
+// plugin is the process-wide state. NCCL may init and finalize
+// communicators, and dlclose and reload the library, any number of times in
+// one process; the Go image stays resident (-z nodelete), so this state
+// outlives every cycle and is reused by the next.
+var plugin = &state{devices: map[int]backend.Device{}, comms: map[uint64]string{}}
+
+type state struct {
+	mu sync.Mutex
+
+	setupDone bool
+	inactive  string // non-empty: why the plugin does nothing
+	knobs     knobs
+
+	profile  *config.Profile
+	module   *hookgen.Module
+	compiled backend.Compiled
+	compErr  error
+	devices  map[int]backend.Device
+	names    []string // function names by id, from ncclProfilerDevFuncName
+
+	drainer *rings.Drainer
+	sinks   []sinks.Sink
+	jsonl   *sinks.JSONL
+
+	comms  map[uint64]string // live communicators: id -> description
+	nextID uint64
+}
+
+// init registers a communicator. The first one of the process reads the knobs
+// and the profile.
+func (s *state) init(commID uint64, name string, nNodes, nRanks, rank int) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.setupDone {
+		s.setupDone = true
+		s.setup()
+	}
+	s.nextID++
+	id := s.nextID
+	s.comms[id] = fmt.Sprintf("comm %#x %q rank %d/%d", commID, name, rank, nRanks)
+	if s.inactive == "" && len(s.comms) == 1 && s.drainer == nil {
+		if err := s.openOutputs(); err != nil {
+			s.disableLocked(err.Error())
+		}
+	}
+	if s.inactive == "" {
+		ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: profile %q (%d hooks), backend %s, output %s",
+			s.comms[id], s.profile.Name, len(s.module.Hooks), s.knobs.backend, s.outputDir()))
+	}
+	return id
+}
+
+// setup reads the knobs and the profile and generates its source. Compiling
+// waits for the first getDeviceHook: NCCL without the device hook never asks.
+func (s *state) setup() {
+	k, err := readKnobs()
+	s.knobs = k
+	if err != nil {
+		s.disableLocked(err.Error())
+		return
+	}
+	if k.profile == "" {
+		s.inactive = "NCCL_HOOKS_PROFILE is not set"
+		ncclLog(logInfo, "ncclhooks: NCCL_HOOKS_PROFILE is not set: plugin loaded, inactive")
+		return
+	}
+	p, err := config.Load(k.profile)
+	if err != nil {
+		s.disableLocked(fmt.Sprintf("profile not loaded (fix it, or unset NCCL_HOOKS_PROFILE):\n%v", err))
+		return
+	}
+	m, err := hookgen.Generate(p)
+	if err != nil {
+		s.disableLocked(fmt.Sprintf("profile %s: %v", k.profile, err))
+		return
+	}
+	s.profile, s.module = p, m
+}
+
+func (s *state) outputDir() string {
+	if s.knobs.dumpDir != "" {
+		return s.knobs.dumpDir
+	}
+	return s.profile.Output.DumpDir
+}
+
+// openOutputs starts the sinks and the drainer for a cycle of communicators.
+func (s *state) openOutputs() error {
+	host, _ := os.Hostname()
+	j, err := sinks.NewJSONL(s.outputDir(), sinks.Header{
+		Profile:     s.profile.Name,
+		ProfileFile: s.profile.File,
+		Host:        host,
+		PID:         os.Getpid(),
+		Backend:     s.knobs.backend,
+	})
+	if err != nil {
+		return fmt.Errorf("NCCL_HOOKS_DUMP_DIR / output.dump_dir: %v", err)
+	}
+	s.jsonl = j
+	s.sinks = []sinks.Sink{j}
+	if s.knobs.promDir != "" || s.knobs.promAddr != "" {
+		p, err := sinks.NewProm(s.knobs.promDir, sinks.PromOptions{
+			Addr:      s.knobs.promAddr,
+			DumpStats: s.knobs.promDumpStats,
+			Host:      host,
+		})
+		if err != nil {
+			j.Close()
+			return fmt.Errorf("NCCL_HOOKS_PROM_DIR / NCCL_HOOKS_PROM_ADDR: %v", err)
+		}
+		s.sinks = append(s.sinks, p)
+	}
+	s.drainer = rings.NewDrainer(rings.Options{
+		DumpInterval: s.profile.Output.DumpInterval,
+		RingCapacity: s.profile.Output.RingCapacity,
+		Sink:         sinks.Multi(s.sinks...),
+		FuncName:     s.funcName,
+		Log:          ncclLog,
+	})
+	// Devices loaded in an earlier cycle keep their buffers and positions.
+	ords := make([]int, 0, len(s.devices))
+	for o := range s.devices {
+		ords = append(ords, o)
+	}
+	sort.Ints(ords)
+	for _, o := range ords {
+		s.addDevice(s.devices[o])
+	}
+	return nil
+}
+
+func (s *state) addDevice(d backend.Device) {
+	if host, dev, err := d.Clock(); err == nil {
+		s.jsonl.Clock(d.Ordinal(), host, dev)
+	}
+	s.drainer.Add(d, s.module)
+}
+
+// deviceHook returns the hook and context for one device, compiling the
+// profile on first use and loading it once per device.
+func (s *state) deviceHook(ord int) (hook, ctx uintptr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inactive != "" || s.module == nil {
+		return 0, 0
+	}
+	if d, ok := s.devices[ord]; ok {
+		return d.Entry(), d.Ctx()
+	}
+	if s.compiled == nil {
+		start := time.Now()
+		c, err := s.compile()
+		if err != nil {
+			s.disableLocked(err.Error())
+			return 0, 0
+		}
+		s.compiled = c
+		ncclLog(logInfo, fmt.Sprintf("ncclhooks: compiled profile %q in %v: %s", s.profile.Name,
+			time.Since(start).Round(time.Microsecond), c.Info()))
+	}
+	start := time.Now()
+	d, err := s.compiled.Load(ord)
+	if err != nil {
+		s.disableLocked(fmt.Sprintf("device %d: %v", ord, err))
+		return 0, 0
+	}
+	if err := d.WriteFuncSets(s.funcSets()); err != nil {
+		d.Close()
+		s.disableLocked(fmt.Sprintf("device %d: function-name sets: %v", ord, err))
+		return 0, 0
+	}
+	s.devices[ord] = d
+	if s.drainer != nil {
+		s.addDevice(d)
+	}
+	var bufs []string
+	for _, h := range s.module.Hooks {
+		bufs = append(bufs, fmt.Sprintf("%s: %d slots x %d B, %s", h.Name, h.Slots, 8*h.Layout.SlotWords(), h.Overflow))
+	}
+	ncclLog(logInfo, fmt.Sprintf("ncclhooks: device %d loaded in %v, hook %#x ctx %#x; buffers: %s", ord,
+		time.Since(start).Round(time.Microsecond), d.Entry(), d.Ctx(), strings.Join(bufs, "; ")))
+	return d.Entry(), d.Ctx()
+}
+
+func (s *state) compile() (backend.Compiled, error) {
+	switch s.knobs.backend {
+	case "cpu":
+		// A cpu hook is a host function: only the ncclhooks harness can call
+		// it. Handing it to real NCCL would crash its kernels.
+		if !harnessPresent() {
+			return nil, fmt.Errorf("NCCL_HOOKS_BACKEND=cpu: cpu hooks are host functions that only the ncclhooks harness can call; use gpu or auto")
+		}
+		return cpu.Compile(s.module, s.knobs.cc)
+	case "gpu":
+		return s.compileGPU()
+	default: // auto
+		c, err := s.compileGPU()
+		if err != nil && harnessPresent() {
+			ncclLog(logInfo, fmt.Sprintf("ncclhooks: no GPU backend (%v): using the cpu backend", err))
+			s.knobs.backend = "cpu"
+			return cpu.Compile(s.module, s.knobs.cc)
+		}
+		return c, err
+	}
+}
+
+func (s *state) compileGPU() (backend.Compiled, error) {
+	lib, err := nvrtc.Open()
+	if err != nil {
+		return nil, err
+	}
+	var cache *nvrtc.Cache
+	if s.knobs.cacheDir != "off" {
+		dir := s.knobs.cacheDir
+		if dir == "" {
+			dir = nvrtc.DefaultCacheDir()
+		}
+		if cache, err = nvrtc.OpenCache(dir); err != nil {
+			ncclLog(logWarn, fmt.Sprintf("ncclhooks: compile cache disabled (NCCL_HOOKS_CACHE_DIR): %v", err))
+			cache = nil
+		}
+	}
+	s.knobs.backend = "gpu"
+	return gpu.Compile(s.module, lib, cache)
+}
+
+// funcSets resolves every name predicate of the profile into a set of
+// function ids, from NCCL's function-name table.
+func (s *state) funcSets() [][]uint32 {
+	if s.names == nil {
+		s.names = []string{}
+		for id := 0; id < hookgen.FuncSetWords*32; id++ {
+			n := funcName(uint32(id))
+			if n == "" {
+				break
+			}
+			s.names = append(s.names, n)
+		}
+		if len(s.module.FuncSets) > 0 && len(s.names) == 0 {
+			ncclLog(logWarn, "ncclhooks: NCCL does not export ncclProfilerDevFuncName: name predicates (func matches ...) match nothing")
+		}
+	}
+	sets := make([][]uint32, len(s.module.FuncSets))
+	for i, fs := range s.module.FuncSets {
+		bits := make([]uint32, hookgen.FuncSetWords)
+		for id, n := range s.names {
+			if fs.Pred.Match(n) {
+				bits[id/32] |= 1 << (id % 32)
+			}
+		}
+		sets[i] = bits
+	}
+	return sets
+}
+
+// funcName is the drainer's resolver: NCCL's name, or a numeric fallback.
+func (s *state) funcName(id uint32) string {
+	if int(id) < len(s.names) {
+		return s.names[id]
+	}
+	if n := funcName(id); n != "" {
+		return n
+	}
+	return fmt.Sprintf("func#%d", id)
+}
+
+// finalize unregisters a communicator; the last one flushes everything that
+// reached a buffer into the sinks.
+func (s *state) finalize(id uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	desc, ok := s.comms[id]
+	if !ok {
+		return
+	}
+	delete(s.comms, id)
+	if len(s.comms) > 0 || s.drainer == nil {
+		return
+	}
+	sum := s.drainer.Close()
+	for _, k := range s.sinks {
+		if err := k.Close(); err != nil {
+			ncclLog(logWarn, fmt.Sprintf("ncclhooks: closing output: %v", err))
+		}
+	}
+	s.drainer, s.sinks, s.jsonl = nil, nil, nil
+	ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s", desc, sum))
+}
+
+// disable makes the plugin inactive with one WARN.
+func (s *state) disable(why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disableLocked(why)
+}
+
+func (s *state) disableLocked(why string) {
+	if s.inactive != "" {
+		return
+	}
+	s.inactive = why
+	ncclLog(logWarn, "ncclhooks: inactive: "+why)
+}

@@ -1,0 +1,281 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The plugin is tested as NCCL uses it: built as a c-shared library, loaded
+// with dlopen by a C program (testdata/cdriver.c) in a process of its own.
+
+var pluginPath string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		pluginPath = os.Getenv("NCCLHOOKS_PLUGIN")
+		if pluginPath == "" {
+			dir, err := os.MkdirTemp("", "ncclhooks-plugin")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			pluginPath = filepath.Join(dir, "libnccl-profiler-hooks.so")
+			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-z,nodelete", "-o", pluginPath, ".")
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "building the plugin:", err)
+				return 1
+			}
+		}
+		return m.Run()
+	}())
+}
+
+func buildDriver(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "cdriver")
+	out, err := exec.Command("cc", "-O2", "-pthread", "-rdynamic", "-o", bin, "testdata/cdriver.c", "-ldl").CombinedOutput()
+	if err != nil {
+		t.Fatalf("building cdriver: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type driverRun struct {
+	out     string
+	warns   []string
+	hooks   map[string]bool // "cycle dev" -> hook returned
+	emitted map[int]uint64  // device -> events over all cycles
+}
+
+func runDriver(t *testing.T, env []string, devs, comms, chans, items, cycles int) *driverRun {
+	t.Helper()
+	cmd := exec.Command(buildDriver(t), pluginPath, fmt.Sprint(devs), fmt.Sprint(comms), fmt.Sprint(chans), fmt.Sprint(items), fmt.Sprint(cycles))
+	cmd.Env = append(filteredEnv(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cdriver: %v\n%s", err, out)
+	}
+	r := &driverRun{out: string(out), hooks: map[string]bool{}, emitted: map[int]uint64{}}
+	for _, l := range strings.Split(r.out, "\n") {
+		var cy, d int
+		var n uint64
+		switch {
+		case strings.HasPrefix(l, "LOG 2 "):
+			r.warns = append(r.warns, strings.TrimPrefix(l, "LOG 2 "))
+		case strings.HasPrefix(l, "HOOK "):
+			var on int
+			fmt.Sscanf(l, "HOOK %d %d %d", &cy, &d, &on)
+			r.hooks[fmt.Sprint(cy, d)] = on == 1
+		case strings.HasPrefix(l, "EMITTED "):
+			fmt.Sscanf(l, "EMITTED %d %d %d", &cy, &d, &n)
+			r.emitted[d] += n
+		}
+	}
+	if !strings.Contains(r.out, "DONE") {
+		t.Fatalf("cdriver did not finish:\n%s", out)
+	}
+	return r
+}
+
+// filteredEnv is the test's environment without NCCL_HOOKS_* knobs.
+func filteredEnv() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "NCCL_HOOKS_") {
+			env = append(env, e)
+		}
+	}
+	return env
+}
+
+func writeProfile(t *testing.T, dir, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, "profile.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+type stats struct {
+	Hook        string `json:"hook"`
+	Device      int    `json:"device"`
+	Final       bool   `json:"final"`
+	Matched     uint64 `json:"matched_total"`
+	Records     uint64 `json:"records_total"`
+	Dropped     uint64 `json:"dropped_total"`
+	BufferFull  uint64 `json:"dropped_buffer_full_total"`
+	Overwritten uint64 `json:"dropped_overwritten_total"`
+	Torn        uint64 `json:"dropped_torn_total"`
+	RingFull    uint64 `json:"dropped_ring_full_total"`
+	Pending     uint64 `json:"pending"`
+	SinceLast   uint64 `json:"dropped_since_last_dump"`
+}
+
+type output struct {
+	final    map[string]stats // "hook dev" -> last final dump
+	sumDelta map[string]uint64
+	records  map[string]int
+	keys     map[string]map[string]bool
+}
+
+func readOutput(t *testing.T, dir string) *output {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("want one output file in %s, got %v", dir, files)
+	}
+	f, err := os.Open(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	o := &output{final: map[string]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var line struct {
+			Type string `json:"type"`
+			stats
+			Channel *uint64 `json:"channelId"`
+			WC      *uint64 `json:"workCounter"`
+			Phase   *uint64 `json:"phase"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
+		}
+		k := fmt.Sprint(line.Hook, " ", line.Device)
+		switch line.Type {
+		case "dump_stats":
+			o.sumDelta[k] += line.SinceLast
+			if line.Final {
+				o.final[k] = line.stats
+			}
+		case "record":
+			o.records[k]++
+			if line.Channel == nil || line.WC == nil || line.Phase == nil {
+				t.Fatalf("record without event fields: %s", sc.Text())
+			}
+			if o.keys[k] == nil {
+				o.keys[k] = map[string]bool{}
+			}
+			key := fmt.Sprint(*line.Channel, *line.WC, *line.Phase)
+			if o.keys[k][key] {
+				t.Fatalf("record emitted twice: %s", sc.Text())
+			}
+			o.keys[k][key] = true
+		}
+	}
+	return o
+}
+
+func TestCDriverExactAccounting(t *testing.T) {
+	for _, policy := range []string{"drop_newest", "overwrite_oldest"} {
+		t.Run(policy, func(t *testing.T) {
+			dir := t.TempDir()
+			prof := writeProfile(t, dir, fmt.Sprintf(`version: 1
+name: exact-%s
+output: {dump_interval: 20ms}
+hooks:
+  - name: all
+    fields: [timestamp, workCounter, funcId, channelId, phase]
+    buffer: {slots: 16, overflow: %s}
+  - name: stops
+    when: phase == STOP
+    fields: [workCounter, channelId, phase]
+    buffer: {slots: 65536, overflow: %s}
+`, policy, policy, policy))
+			out := filepath.Join(dir, "out")
+			r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out}, 2, 2, 4, 3000, 2)
+			for k, on := range r.hooks {
+				if !on {
+					t.Fatalf("no hook for cycle/device %s:\n%s", k, r.out)
+				}
+			}
+			if len(r.warns) != 1 || !strings.Contains(r.warns[0], "all") {
+				t.Errorf("want exactly one drop WARN naming hook all, got %q", r.warns)
+			}
+			o := readOutput(t, out)
+			for d := 0; d < 2; d++ {
+				for _, h := range []string{"all", "stops"} {
+					k := fmt.Sprint(h, " ", d)
+					st, ok := o.final[k]
+					if !ok {
+						t.Fatalf("no final dump_stats for %s", k)
+					}
+					want := r.emitted[d]
+					if h == "stops" {
+						want /= 2
+					}
+					if st.Matched != want {
+						t.Errorf("%s: matched %d, emitted matching %d", k, st.Matched, want)
+					}
+					if st.Records+st.Dropped != st.Matched {
+						t.Errorf("%s: records %d + dropped %d != matched %d", k, st.Records, st.Dropped, st.Matched)
+					}
+					if st.BufferFull+st.Overwritten+st.Torn+st.RingFull != st.Dropped || st.Pending != 0 {
+						t.Errorf("%s: stages do not add up: %+v", k, st)
+					}
+					if uint64(o.records[k]) != st.Records {
+						t.Errorf("%s: %d record lines, records_total %d", k, o.records[k], st.Records)
+					}
+					if o.sumDelta[k] != st.Dropped {
+						t.Errorf("%s: dropped_since_last_dump sums to %d, dropped_total %d", k, o.sumDelta[k], st.Dropped)
+					}
+				}
+				if st := o.final[fmt.Sprint("all ", d)]; st.Dropped == 0 {
+					t.Errorf("device %d: a 16-slot buffer under %d events dropped nothing", d, st.Matched)
+				}
+				if st := o.final[fmt.Sprint("stops ", d)]; st.Dropped != 0 {
+					t.Errorf("device %d: the large buffer dropped %d", d, st.Dropped)
+				}
+			}
+		})
+	}
+}
+
+var posRE = regexp.MustCompile(`profile\.yaml:\d+:\d+`)
+
+func TestInactiveWithoutCrash(t *testing.T) {
+	dir := t.TempDir()
+	broken := writeProfile(t, dir, "version: 1\nname: broken\nhooks:\n  - name: x\n    fields: [bogus]\n")
+	cases := []struct {
+		name  string
+		env   []string
+		warns int
+		want  string
+	}{
+		{"unset", nil, 0, ""},
+		{"missing", []string{"NCCL_HOOKS_PROFILE=" + filepath.Join(dir, "nope.yaml")}, 1, "nope.yaml"},
+		{"broken", []string{"NCCL_HOOKS_PROFILE=" + broken}, 1, "bogus"},
+		{"bad knob", []string{"NCCL_HOOKS_PROFILE=" + broken, "NCCL_HOOKS_BACKEND=tpu"}, 1, "NCCL_HOOKS_BACKEND"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := runDriver(t, append(c.env, "NCCL_HOOKS_DUMP_DIR="+filepath.Join(dir, "out-"+c.name)), 2, 2, 2, 100, 3)
+			for k, on := range r.hooks {
+				if on {
+					t.Errorf("hook returned for %s while inactive", k)
+				}
+			}
+			if len(r.warns) != c.warns {
+				t.Fatalf("want %d WARN, got %d: %q", c.warns, len(r.warns), r.warns)
+			}
+			if c.warns > 0 && !strings.Contains(r.warns[0], c.want) {
+				t.Errorf("WARN %q does not mention %q", r.warns[0], c.want)
+			}
+			if c.name == "broken" && !posRE.MatchString(r.warns[0]) {
+				t.Errorf("WARN %q has no file:line:col", r.warns[0])
+			}
+		})
+	}
+}

@@ -1,0 +1,121 @@
+// cdriver plays NCCL against the plugin from plain C, as NCCL would: dlopen,
+// ncclProfiler_v7 (or older), init per communicator, getDeviceHook per device,
+// hook calls from one thread per channel per communicator, finalize. It
+// repeats that `cycles` times in one process. Build: cc -O2 -pthread -rdynamic
+// cdriver.c -ldl. Output: "LOG <level> <msg>" per plugin log line, then
+// "EMITTED <device> <events>" and "HOOK <cycle> <device> <0|1>".
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+  uint64_t timestamp, workCounter;
+  uint32_t funcId;
+  uint8_t channelId, phase;
+  uint16_t rsvd;
+} event_t;
+typedef void (*hook_t)(const event_t*, void*);
+typedef void (*logger_t)(int, unsigned long, const char*, int, const char*, ...);
+typedef struct {
+  const char* name;
+  int (*init)(void**, uint64_t, int*, const char*, int, int, int, logger_t);
+  int (*startEvent)(void*, void**, void*);
+  int (*stopEvent)(void*);
+  int (*recordEventState)(void*, int, void*);
+  int (*finalize)(void*);
+  int (*getDeviceHook)(int, void**, void**);
+} prof_t;
+
+int ncclhooks_harness_cpu = 1;
+static const char* names[] = {"AllReduce_Sum_f32_RING_LL", "AllGather_RING_SIMPLE", "ReduceScatter_Sum_bf16_RING_LL128"};
+const char* ncclProfilerDevFuncName(int id) { return id >= 0 && id < 3 ? names[id] : NULL; }
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static void logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  (void)flags; (void)file; (void)line;
+  char buf[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  for (char* p = buf; *p; p++) if (*p == '\n') *p = ' ';
+  pthread_mutex_lock(&mu);
+  printf("LOG %d %s\n", level, buf);
+  fflush(stdout);
+  pthread_mutex_unlock(&mu);
+}
+
+typedef struct { hook_t hook; void* ctx; int channel, items; uint64_t base; } chan_t;
+
+static void* run(void* a) {
+  chan_t* c = (chan_t*)a;
+  volatile double sink = 0;
+  for (int i = 0; i < c->items; i++) {
+    event_t e = {0};
+    struct timespec ts;
+    e.workCounter = c->base + (uint64_t)i;
+    e.funcId = (uint32_t)((i + c->channel) % 3);
+    e.channelId = (uint8_t)c->channel;
+    for (int ph = 0; ph < 2; ph++) {
+      clock_gettime(CLOCK_REALTIME, &ts);
+      e.timestamp = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+      e.phase = (uint8_t)ph;
+      if (c->hook) c->hook(&e, c->ctx);
+      for (int k = 0; k < 64; k++) sink += k * 0.5;
+    }
+  }
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 7) {
+    fprintf(stderr, "usage: cdriver PLUGIN DEVICES COMMS CHANNELS ITEMS CYCLES\n");
+    return 2;
+  }
+  int devs = atoi(argv[2]), comms = atoi(argv[3]), chans = atoi(argv[4]), items = atoi(argv[5]), cycles = atoi(argv[6]);
+  void* h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+  prof_t* p = (prof_t*)dlsym(h, "ncclProfiler_v7");
+  int v = 7;
+  if (!p) { p = (prof_t*)dlsym(h, "ncclProfiler_v6"); v = 6; }
+  if (!p) { fprintf(stderr, "no ncclProfiler_v7/v6\n"); return 1; }
+  printf("VERSION %d %s\n", v, p->name);
+  for (int cy = 0; cy < cycles; cy++) {
+    int n = devs * comms;
+    void** ctx = calloc(n, sizeof(void*));
+    for (int i = 0; i < n; i++) {
+      int mask = 0;
+      char name[64];
+      snprintf(name, sizeof name, "cdriver-%d-%d", cy, i);
+      if (p->init(&ctx[i], 0x1000 + i, &mask, name, 1, devs, i / comms, logger) != 0) { fprintf(stderr, "init failed\n"); return 1; }
+    }
+    void **hooks = calloc(devs, sizeof(void*)), **hctx = calloc(devs, sizeof(void*));
+    for (int d = 0; d < devs; d++) {
+      if (v == 7) p->getDeviceHook(d, &hooks[d], &hctx[d]);
+      printf("HOOK %d %d %d\n", cy, d, hooks[d] != NULL);
+    }
+    int nt = n * chans;
+    pthread_t* t = calloc(nt, sizeof(pthread_t));
+    chan_t* cs = calloc(nt, sizeof(chan_t));
+    for (int i = 0; i < nt; i++) {
+      int comm = i / chans, d = comm / comms;
+      cs[i] = (chan_t){(hook_t)hooks[d], hctx[d], i % chans, items, ((uint64_t)cy << 48) | ((uint64_t)(comm % comms) << 40)};
+      pthread_create(&t[i], NULL, run, &cs[i]);
+    }
+    for (int i = 0; i < nt; i++) pthread_join(t[i], NULL);
+    for (int d = 0; d < devs; d++)
+      printf("EMITTED %d %d %ld\n", cy, d, hooks[d] ? (long)comms * chans * items * 2 : 0L);
+    for (int i = 0; i < n; i++) p->finalize(ctx[i]);
+    p->finalize(NULL); // a communicator whose init failed: must be harmless
+    free(ctx); free(hooks); free(hctx); free(t); free(cs);
+  }
+  dlclose(h); // NCCL does this; -z nodelete keeps the Go image resident
+  printf("DONE\n");
+  return 0;
+}

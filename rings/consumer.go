@@ -1,0 +1,269 @@
+package rings
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ncclhooks/ncclhooks/config"
+	"github.com/ncclhooks/ncclhooks/hookgen"
+	"github.com/ncclhooks/ncclhooks/sinks"
+)
+
+// Drop stages, in the words of the one-time warning.
+type stage int
+
+const (
+	stageBufferFull stage = iota
+	stageOverwritten
+	stageTorn
+	stageRingFull
+)
+
+// consumer is the private consumer of one hook's slot buffer on one device,
+// plus the Go ring its records go to. The producer side (pass, counters,
+// ring producer) is guarded by Drainer.passMu; the delivery side (popped,
+// lastRecords, lastDropped, ring consumer) by Drainer.deliverMu.
+type consumer struct {
+	info   *hookgen.HookInfo
+	device int
+	slots  []uint64 // N*C words, loaded atomically only
+	holes  []uint32 // N stamps (drop_newest), loaded atomically only
+	n      uint64   // slots, a power of two
+	chunks int      // C
+	// dropNewest selects holes + limits; otherwise the buffer is
+	// overwrite_oldest and is lapped.
+	dropNewest bool
+
+	start uint64 // head when the device was added: positions before it belong to an earlier drainer
+	pos   uint64 // next undecided position
+	head  uint64 // head at the last pass
+	limit uint64 // last published limit (drop_newest)
+
+	// Positions below seenUntil were already reserved and undecided at
+	// seenAt: their wait for a late writer counts from then.
+	seenUntil uint64
+	seenAt    time.Time
+
+	bufferFull, overwritten, torn uint64
+
+	ring     *Ring
+	words    []uint64                 // one slot's words as loaded
+	setLimit func(limit uint64) error // writes this hook's limit word on its device
+
+	// Delivery side.
+	popped                   uint64
+	lastRecords, lastDropped uint64
+	funcField                int // index of the funcId-sourced field, -1 if none
+}
+
+func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uint32, head uint64, ringCap int) (*consumer, error) {
+	n := uint64(info.Slots)
+	c := info.Layout.Chunks
+	if c == 0 {
+		// An aggregate-only hook: no record buffer, no positions.
+		return &consumer{info: info, device: device, start: head, pos: head, head: head,
+			ring: NewRing(2, 0), funcField: -1}, nil
+	}
+	if n == 0 || n&(n-1) != 0 {
+		return nil, fmt.Errorf("hook %q: %d slots is not a power of two", info.Name, n)
+	}
+	if uint64(len(slots)) != n*uint64(c) {
+		return nil, fmt.Errorf("hook %q on device %d: slot view has %d words, want %d slots x %d words", info.Name, device, len(slots), n, c)
+	}
+	k := &consumer{
+		info:       info,
+		device:     device,
+		slots:      slots,
+		holes:      holes,
+		n:          n,
+		chunks:     c,
+		dropNewest: info.Overflow == config.DropNewest,
+		start:      head,
+		pos:        head,
+		head:       head,
+		ring:       NewRing(ringCap, 4*c),
+		words:      make([]uint64, c),
+		funcField:  -1,
+	}
+	if k.dropNewest && uint64(len(holes)) != n {
+		return nil, fmt.Errorf("hook %q on device %d: hole view has %d stamps, want %d", info.Name, device, len(holes), n)
+	}
+	for i, f := range info.Layout.Fields {
+		if f.Source == "funcId" {
+			k.funcField = i
+			break
+		}
+	}
+	return k, nil
+}
+
+// newer reports whether stamp x was written by a later position of the same
+// slot than the one whose stamp is s: (x - s) mod 2^32 is a positive
+// multiple of n below 2^31.
+func newer(x, s uint32, n uint64) bool {
+	d := x - s
+	return d != 0 && d < 1<<31 && uint64(d)%n == 0
+}
+
+// passResult says what one pass over one hook did.
+type passResult struct {
+	advanced bool // some position was decided
+	pushed   bool // some record went into the ring
+	pending  bool // positions remain undecided
+}
+
+// pass holds what one drain pass needs besides the head.
+type pass struct {
+	now time.Time
+	// tornTimeout: how long a position may stay reserved but unwritten.
+	// holeGrace: the same for a position that shows no word of its own while
+	// a later position's hole stamp sits in its hole cell (see drain).
+	tornTimeout, holeGrace time.Duration
+	final                  bool // decide every position now (hooks no longer run)
+	// makeRoom, when set, empties a full ring instead of refusing a record
+	// (the final drain, when nobody else consumes the rings).
+	makeRoom func(*consumer)
+	drop     func(k *consumer, s stage, n uint64)
+}
+
+// drain decides positions [pos, head) in order (docs/ARCHITECTURE.md,
+// "Record slots"): all stamps equal -> emitted; a newer stamp -> overwritten;
+// its own hole stamp -> buffer_full; otherwise the pass stops there until the
+// position has waited long enough, and then it is torn.
+//
+// A position's hole cell is shared with the later positions of its slot,
+// so under sustained overflow a hole's stamp is often replaced by a later
+// hole's before the consumer reads it. A position with no word of its own
+// and a later hole stamp is therefore taken for a hole after holeGrace (a
+// writer that saw a newer limit could still be on its way: if so its record
+// is lost, and counted, as buffer_full). Waits are measured per run of
+// positions, not per position, so a burst of such positions costs one wait.
+func (k *consumer) drain(head uint64, ps *pass) passResult {
+	var res passResult
+	if k.chunks == 0 {
+		return res
+	}
+	if head < k.pos {
+		// The head never goes back; a smaller value is a read of memory
+		// that was reset under us. Ignore it rather than re-emit positions.
+		return passResult{pending: k.head > k.pos}
+	}
+	k.head = head
+	from := k.pos
+	if !k.dropNewest && head-k.pos > k.n {
+		// Lapped: the slots of [pos, head-N) already hold later positions.
+		lapped := head - k.n - k.pos
+		k.overwritten += lapped
+		k.pos = head - k.n
+		ps.drop(k, stageOverwritten, lapped)
+	}
+	for k.pos < head {
+		p := k.pos
+		s := uint32(p + 1)
+		j := p & (k.n - 1)
+		buf := k.ring.Reserve()
+		if buf == nil && ps.makeRoom != nil {
+			ps.makeRoom(k)
+			buf = k.ring.Reserve()
+		}
+		// Load every word once; the stamp and the chunk of a word come from
+		// the same single-copy-atomic load, so a word is trusted on its own.
+		equal, isNewer := 0, false
+		base := int(j) * k.chunks
+		for i := range k.words {
+			w := atomic.LoadUint64(&k.slots[base+i])
+			k.words[i] = w
+			switch x := uint32(w >> 32); {
+			case x == s:
+				equal++
+			case newer(x, s, k.n):
+				isNewer = true
+			}
+		}
+		var hole uint32
+		if k.dropNewest {
+			hole = atomic.LoadUint32(&k.holes[j])
+		}
+		switch {
+		case equal == k.chunks:
+			if buf == nil {
+				k.ring.Refuse()
+				ps.drop(k, stageRingFull, 1)
+				break
+			}
+			for i, w := range k.words {
+				binary.LittleEndian.PutUint32(buf[4*i:], uint32(w))
+			}
+			k.ring.Commit(p)
+			res.pushed = true
+		case isNewer:
+			k.overwritten++
+			ps.drop(k, stageOverwritten, 1)
+		case k.dropNewest && hole == s:
+			k.bufferFull++
+			ps.drop(k, stageBufferFull, 1)
+		default:
+			// Reserved, not (completely) written yet.
+			holeTaken := equal == 0 && k.dropNewest && newer(hole, s, k.n)
+			if !ps.final {
+				if p >= k.seenUntil {
+					// Every position up to the head is pending from now on.
+					k.seenUntil, k.seenAt = head, ps.now
+				}
+				wait := ps.tornTimeout
+				if holeTaken {
+					wait = ps.holeGrace
+				}
+				if ps.now.Sub(k.seenAt) < wait {
+					res.pending = true
+					res.advanced = k.pos != from
+					k.publishLimit()
+					return res
+				}
+			}
+			if holeTaken {
+				k.bufferFull++
+				ps.drop(k, stageBufferFull, 1)
+			} else {
+				k.torn++
+				ps.drop(k, stageTorn, 1)
+			}
+		}
+		k.pos++
+	}
+	k.publishLimit()
+	res.advanced = k.pos != from
+	return res
+}
+
+// publishLimit lets producers use every slot up to N positions past the
+// consumer. A failed write keeps the old limit: positions past it are then
+// counted as buffer_full, which stays exact.
+func (k *consumer) publishLimit() {
+	if !k.dropNewest || k.setLimit == nil {
+		return
+	}
+	if l := k.pos + k.n; l > k.limit && k.setLimit(l) == nil {
+		k.limit = l
+	}
+}
+
+// stats returns the cumulative statistics (delivery deltas not filled in).
+func (k *consumer) stats() sinks.Stats {
+	ringFull := k.ring.Refused()
+	dropped := k.bufferFull + k.overwritten + k.torn + ringFull
+	return sinks.Stats{
+		Hook:               k.info.Name,
+		Device:             k.device,
+		Matched:            k.head - k.start,
+		Records:            k.ring.Pushed(),
+		Dropped:            dropped,
+		DroppedBufferFull:  k.bufferFull,
+		DroppedOverwritten: k.overwritten,
+		DroppedTorn:        k.torn,
+		DroppedRingFull:    ringFull,
+		Pending:            k.head - k.pos,
+	}
+}
