@@ -339,7 +339,6 @@ func readOutput(file string) (*output, error) {
 	return out, sc.Err()
 }
 
-
 // identVisitor calls f for every identifier of a tree.
 type identVisitor func(name string)
 
