@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -52,25 +51,25 @@ type state struct {
 }
 
 // init registers a communicator. The first one of the process reads the knobs
-// and the profile.
+// and the profile and opens the outputs.
 func (s *state) init(commID uint64, name string, nNodes, nRanks, rank int) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.setupDone {
 		s.setupDone = true
 		s.setup()
+		if s.inactive == "" {
+			if err := s.openOutputs(); err != nil {
+				s.disableLocked(err.Error())
+			}
+		}
 	}
 	s.nextID++
 	id := s.nextID
 	s.comms[id] = fmt.Sprintf("comm %#x %q rank %d/%d", commID, name, rank, nRanks)
-	if s.inactive == "" && len(s.comms) == 1 && s.drainer == nil {
-		if err := s.openOutputs(); err != nil {
-			s.disableLocked(err.Error())
-		}
-	}
 	if s.inactive == "" {
 		ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: profile %q (%d hooks), backend %s, output %s",
-			s.comms[id], s.profile.Name, len(s.module.Hooks), s.knobs.backend, s.outputDir()))
+			s.comms[id], s.profile.Name, len(s.module.Hooks), s.knobs.backend, s.jsonl.Path()))
 	}
 	return id
 }
@@ -109,7 +108,9 @@ func (s *state) outputDir() string {
 	return s.profile.Output.DumpDir
 }
 
-// openOutputs starts the sinks and the drainer for a cycle of communicators.
+// openOutputs starts the sinks and the drainer. They live as long as the
+// process: totals stay cumulative over every init/finalize cycle, and the
+// last finalize of a cycle settles them (a final dump, files flushed).
 func (s *state) openOutputs() error {
 	host, _ := os.Hostname()
 	j, err := sinks.NewJSONL(s.outputDir(), sinks.Header{
@@ -118,6 +119,7 @@ func (s *state) openOutputs() error {
 		Host:        host,
 		PID:         os.Getpid(),
 		Backend:     s.knobs.backend,
+		Fields:      sinks.HeaderFields(s.module),
 	})
 	if err != nil {
 		return fmt.Errorf("NCCL_HOOKS_DUMP_DIR / output.dump_dir: %v", err)
@@ -143,23 +145,16 @@ func (s *state) openOutputs() error {
 		FuncName:     s.funcName,
 		Log:          ncclLog,
 	})
-	// Devices loaded in an earlier cycle keep their buffers and positions.
-	ords := make([]int, 0, len(s.devices))
-	for o := range s.devices {
-		ords = append(ords, o)
-	}
-	sort.Ints(ords)
-	for _, o := range ords {
-		s.addDevice(s.devices[o])
-	}
 	return nil
 }
 
-func (s *state) addDevice(d backend.Device) {
+// addDevice starts draining a loaded device. It must happen before its
+// hook reaches NCCL: the drain starts at the device's current head.
+func (s *state) addDevice(d backend.Device) error {
 	if host, dev, err := d.Clock(); err == nil {
 		s.jsonl.Clock(d.Ordinal(), host, dev)
 	}
-	s.drainer.Add(d, s.module)
+	return s.drainer.Add(d, s.module)
 }
 
 // deviceHook returns the hook and context for one device, compiling the
@@ -195,10 +190,12 @@ func (s *state) deviceHook(ord int) (hook, ctx uintptr) {
 		s.disableLocked(fmt.Sprintf("device %d: function-name sets: %v", ord, err))
 		return 0, 0
 	}
-	s.devices[ord] = d
-	if s.drainer != nil {
-		s.addDevice(d)
+	if err := s.addDevice(d); err != nil {
+		d.Close()
+		s.disableLocked(fmt.Sprintf("device %d: %v", ord, err))
+		return 0, 0
 	}
+	s.devices[ord] = d
 	var bufs []string
 	for _, h := range s.module.Hooks {
 		bufs = append(bufs, fmt.Sprintf("%s: %d slots x %d B, %s", h.Name, h.Slots, 8*h.Layout.SlotWords(), h.Overflow))
@@ -290,8 +287,8 @@ func (s *state) funcName(id uint32) string {
 	return fmt.Sprintf("func#%d", id)
 }
 
-// finalize unregisters a communicator; the last one flushes everything that
-// reached a buffer into the sinks.
+// finalize unregisters a communicator; the last one settles the drain:
+// everything that reached a buffer is in the outputs when it returns.
 func (s *state) finalize(id uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -303,14 +300,8 @@ func (s *state) finalize(id uint64) {
 	if len(s.comms) > 0 || s.drainer == nil {
 		return
 	}
-	sum := s.drainer.Close()
-	for _, k := range s.sinks {
-		if err := k.Close(); err != nil {
-			ncclLog(logWarn, fmt.Sprintf("ncclhooks: closing output: %v", err))
-		}
-	}
-	s.drainer, s.sinks, s.jsonl = nil, nil, nil
-	ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s", desc, sum))
+	sum := s.drainer.Settle()
+	ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s; output %s", desc, sum, s.jsonl.Path()))
 }
 
 // disable makes the plugin inactive with one WARN.

@@ -439,6 +439,24 @@ func (d *Drainer) Close() Summary {
 	return d.summary
 }
 
+// Settle drains every device as Close does (positions still unwritten are
+// counted torn, so no hook may be running), delivers every record and writes
+// a final dump (Final, Pending 0), but keeps the Drainer running with its
+// totals: the plugin settles when its last communicator is finalized, and a
+// later communicator in the same process may start the hooks again.
+func (d *Drainer) Settle() Summary {
+	d.deliverMu.Lock()
+	defer d.deliverMu.Unlock()
+	d.passMu.Lock()
+	if d.closed {
+		d.passMu.Unlock()
+		return d.summary
+	}
+	d.passAll(true, func(k *consumer) { d.deliver(k, ^uint64(0)) })
+	d.passMu.Unlock()
+	return Summary{Stats: d.dump(true).Stats}
+}
+
 // noteDrop logs the first drop of the process (passMu held).
 func (d *Drainer) noteDrop(k *consumer, s stage, n uint64) {
 	if n == 0 || warnedDrop.Load() || !warnedDrop.CompareAndSwap(false, true) {
