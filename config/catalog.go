@@ -101,8 +101,14 @@ func Lookup(name string) (CatalogEntry, bool) {
 func matchFuncPred(fp *FuncPred, name string) bool {
 	switch fp.Op {
 	case FuncMatches:
-		re, err := regexp.Compile(fp.Patterns[0])
-		return err == nil && re.MatchString(name)
+		re := fp.re
+		if re == nil { // built by hand rather than by validation
+			var err error
+			if re, err = regexp.Compile(fp.Patterns[0]); err != nil {
+				return false
+			}
+		}
+		return re.MatchString(name)
 	case FuncStartsWith:
 		return strings.HasPrefix(name, fp.Patterns[0])
 	case FuncEndsWith:

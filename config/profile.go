@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/expr-lang/expr/ast"
@@ -166,6 +167,8 @@ type FuncPred struct {
 	Patterns []string // one, or several for "in"
 	Node     ast.Node // the node in Expr.Tree this predicate replaces
 	Pos      Pos
+
+	re *regexp.Regexp // FuncMatches: compiled once, at validation
 }
 
 // Match reports whether the function name matches the predicate.

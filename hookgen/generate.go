@@ -155,8 +155,12 @@ func (g *generator) source() error {
 	w.printf("/* ---- module symbols (docs/ARCHITECTURE.md) ---- */\n")
 	w.printf("HK_EXTERN_C_BEGIN\n\n")
 	w.printf("typedef struct {\n  hk_u64* slots; /* N slots of C words */\n  hk_u32* holes; /* N hole stamps (drop_newest) */\n} hk_hookbuf_t;\n")
-	w.printf("typedef struct {\n  hk_hookbuf_t hook[%d];\n  hk_u32 device;\n} hk_ctx_t;\n\n", H)
-	w.printf("/* Written once by the host after loading; its address is devCtx. */\nHK_CONST hk_ctx_t %s;\n", SymCtx)
+	w.printf("/* The hook reaches all of its state through devCtx, never by symbol: called from\n")
+	w.printf("   NCCL's kernel (another module), a function cannot address its own module's globals,\n")
+	w.printf("   which the GPU resolves through the running kernel's module. */\n")
+	w.printf("typedef struct {\n  hk_u64* ctl; /* %s */\n  hk_u64* agg; /* %s */\n  hk_u32* funcsets; /* %s */\n  hk_u64* pairs; /* %s */\n", SymCtl, SymAgg, SymFuncSets, SymPairs)
+	w.printf("  hk_hookbuf_t hook[%d];\n  hk_u32 device;\n} hk_ctx_t;\n\n", H)
+	w.printf("/* Written once by the host after loading; its address is devCtx. */\nHK_VAR hk_ctx_t %s;\n", SymCtx)
 	w.printf("/* ctl[h]: positions reserved by hook h; ctl[%d+h]: hook h's limit (drop_newest). */\nHK_VAR hk_u64 %s[%d];\n", H, SymCtl, 2*H)
 	if m.AggWords > 0 {
 		w.printf("/* Aggregation cells, %d words. */\nHK_VAR hk_u64 %s[%d];\n", m.AggWords, SymAgg, m.AggWords)
@@ -171,14 +175,16 @@ func (g *generator) source() error {
 	} else {
 		w.printf("/* No name predicates: one set so that the symbol exists. */\nHK_VAR hk_u32 %s[1][%d];\n", SymFuncSets, FuncSetWords)
 	}
-	w.printf("HK_FN int hk_in_funcset(int set, hk_u32 id) {\n")
-	w.printf("  return id < %du && ((hk_load32(&%s[set][id >> 5]) >> (id & 31u)) & 1u);\n}\n\n", FuncSetWords*32, SymFuncSets)
+	w.printf("HK_FN int hk_in_funcset(const hk_ctx_t* HK_RESTRICT cx, int set, hk_u32 id) {\n")
+	w.printf("  return id < %du && ((hk_load32(&cx->funcsets[set * %d + (id >> 5)]) >> (id & 31u)) & 1u);\n}\n\n", FuncSetWords*32, FuncSetWords)
 
 	pairing := g.usesPairing()
 	w.printf("/* Values derived from several events: duration and paired (at STOP). */\n")
 	w.printf("typedef struct {\n  hk_u64 duration;\n  int paired;\n} hk_derived_t;\n\n")
 	if pairing {
 		g.pairingTable()
+	} else {
+		w.printf("/* No duration pairing: one word so that the symbol exists. */\nHK_VAR hk_u64 %s[1];\n\n", SymPairs)
 	}
 	for _, h := range m.Hooks {
 		if err := g.hook(h); err != nil {
@@ -187,12 +193,14 @@ func (g *generator) source() error {
 	}
 	w.printf("/* The hook NCCL calls on lane 0 of each block, at START and STOP of every work item. */\n")
 	w.printf("HK_ENTRY void %s(const ncclProfilerDevEvent_t* ev, void* devCtx) {\n", SymEntry)
-	w.printf("  hk_derived_t dv = {0, 0};\n  (void)devCtx; /* == &%s, read directly */\n", SymCtx)
+	w.printf("  const hk_ctx_t* HK_RESTRICT cx = (const hk_ctx_t*)devCtx; /* &%s of this device */\n", SymCtx)
+	w.printf("  hk_derived_t dv = {0, 0};\n")
+	w.printf("  if (!cx) return;\n")
 	if pairing {
-		w.printf("  hk_pair(ev, &dv);\n")
+		w.printf("  hk_pair(cx, ev, &dv);\n")
 	}
 	for _, h := range m.Hooks {
-		w.printf("  hk_hook_%d(ev, &dv); /* %s */\n", h.Index, comment(fmt.Sprintf("%q", h.Name)))
+		w.printf("  hk_hook_%d(cx, ev, &dv); /* %s */\n", h.Index, comment(fmt.Sprintf("%q", h.Name)))
 	}
 	w.printf("}\n\n")
 	w.printf("/* The entry's absolute address, for the GPU backend to read (a function pointer:\n")
@@ -220,14 +228,14 @@ func (g *generator) pairingTable() {
 	w.printf("   concurrent kernels with the same channel ids never share an entry. ---- */\n")
 	w.printf("#define HK_PAIR_SMS %d\n#define HK_PAIR_WARPS %d\n#define HK_PAIR_DEPTH %d\n", pairSMs, pairWarps, pairDepth)
 	w.printf("typedef struct {\n  hk_u64 key; /* workCounter + 1; 0 = empty */\n  hk_u64 channel;\n  hk_u64 start;\n} hk_pair_t;\n")
-	w.printf("HK_VAR hk_pair_t hk_pairs[HK_PAIR_SMS * HK_PAIR_WARPS * HK_PAIR_DEPTH];\n")
-	w.printf(`HK_FN void hk_pair(const ncclProfilerDevEvent_t* ev, hk_derived_t* d) {
+	w.printf("HK_VAR hk_pair_t %s[HK_PAIR_SMS * HK_PAIR_WARPS * HK_PAIR_DEPTH];\n", SymPairs)
+	w.printf(`HK_FN void hk_pair(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEvent_t* ev, hk_derived_t* d) {
 #ifdef HK_GPU
   const hk_u32 owner = (hk_smid() %% HK_PAIR_SMS) * HK_PAIR_WARPS + hk_warpid() %% HK_PAIR_WARPS;
 #else
   const hk_u32 owner = hk_warpid() %% (HK_PAIR_SMS * HK_PAIR_WARPS); /* thread slot */
 #endif
-  hk_pair_t* e = &hk_pairs[owner * HK_PAIR_DEPTH + (hk_u32)(ev->workCounter %% HK_PAIR_DEPTH)];
+  hk_pair_t* e = &((hk_pair_t*)cx->pairs)[owner * HK_PAIR_DEPTH + (hk_u32)(ev->workCounter %% HK_PAIR_DEPTH)];
   if (ev->phase == 0) {
     hk_store64(&e->channel, ev->channelId);
     hk_store64(&e->start, ev->timestamp);
@@ -274,7 +282,7 @@ func catalogC(e config.CatalogEntry) (cexpr, bool) {
 		code = "((hk_i64)ev->" + e.Name + ")"
 	case config.KindIntrinsic:
 		if e.Name == "cudaDev" {
-			code = "((hk_i64)" + SymCtx + ".device)"
+			code = "((hk_i64)cx->device)"
 		} else {
 			code = "(iv_" + e.Name + ")"
 		}
@@ -317,7 +325,7 @@ func (g *generator) hook(info *HookInfo) error {
 	used := g.hookNames(h)
 	return w.span(h.Name, "hook", h.Pos, func() error {
 		w.printf("/* ======== hook %s (%s) ======== */\n", comment(fmt.Sprintf("%q", h.Name)), comment(h.Pos.String()))
-		w.printf("HK_FN void hk_hook_%d(const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {\n", info.Index)
+		w.printf("HK_FN void hk_hook_%d(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {\n", info.Index)
 		w.printf("  (void)dv;\n")
 		if h.Sample > 1 {
 			_ = w.span(h.Name, "sample", h.Pos, func() error {
@@ -441,18 +449,18 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 			len(l.Fields), l.Bytes, l.Chunks, info.Slots, comment(string(info.Overflow)))
 		dropNewest := info.Overflow == config.DropNewest
 		if dropNewest {
-			w.printf("    const hk_u64 limit = hk_load64(&%s[%d]);\n", SymCtl, H+info.Index)
+			w.printf("    const hk_u64 limit = hk_load64(&cx->ctl[%d]);\n", H+info.Index)
 		}
-		w.printf("    const hk_u64 pos = hk_fetch_inc(&%s[%d]);\n", SymCtl, info.Index)
+		w.printf("    const hk_u64 pos = hk_fetch_inc(&cx->ctl[%d]);\n", info.Index)
 		mask := fmt.Sprintf("%dULL", info.Slots-1)
 		if dropNewest {
 			w.printf("    if (pos >= limit) { /* buffer full: leave a hole stamp, no record */\n")
-			w.printf("      hk_store32(&%s.hook[%d].holes[pos & %s], (hk_u32)(pos + 1ULL));\n", SymCtx, info.Index, mask)
+			w.printf("      hk_store32(&cx->hook[%d].holes[pos & %s], (hk_u32)(pos + 1ULL));\n", info.Index, mask)
 			w.printf("    } else {\n")
 		} else {
 			w.printf("    {\n")
 		}
-		w.printf("      hk_u64* slot = %s.hook[%d].slots + (pos & %s) * %dULL;\n", SymCtx, info.Index, mask, l.Chunks)
+		w.printf("      hk_u64* slot = cx->hook[%d].slots + (pos & %s) * %dULL;\n", info.Index, mask, l.Chunks)
 		w.printf("      const hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;\n")
 		for i, f := range l.Fields {
 			cf := h.Fields[i]
@@ -565,7 +573,7 @@ func (g *generator) aggregate(t *translator, h *config.Hook, a *config.Aggregate
 			}
 			row = key
 		}
-		w.printf("    hk_u64* cell = %s + %d + (%s) * %d;\n", SymAgg, info.Offset, row, info.RowWords)
+		w.printf("    hk_u64* cell = cx->agg + %d + (%s) * %d;\n", info.Offset, row, info.RowWords)
 		var v cexpr
 		if a.Value != nil {
 			t.at = a.Value.Pos

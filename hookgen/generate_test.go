@@ -104,13 +104,42 @@ func TestEncodeCtx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := m.EncodeCtx(3, []uintptr{0x1000, 0x2000}, []uintptr{0x3000, 0x4000})
-	if len(b) != m.CtxBytes() || len(b) != 2*16+8 {
-		t.Fatalf("ctx is %d bytes, want %d", len(b), 2*16+8)
+	b := m.EncodeCtx(hookgen.CtxAddrs{Device: 3, Ctl: 0xa0, Agg: 0xb0, FuncSets: 0xc0, Pairs: 0xd0,
+		Slots: []uintptr{0x1000, 0x2000}, Holes: []uintptr{0x3000, 0x4000}})
+	if len(b) != m.CtxBytes() || len(b) != 32+2*16+8 {
+		t.Fatalf("ctx is %d bytes, want %d", len(b), 32+2*16+8)
 	}
 	le := binary.LittleEndian
-	if le.Uint64(b[0:]) != 0x1000 || le.Uint64(b[8:]) != 0x3000 || le.Uint64(b[16:]) != 0x2000 || le.Uint64(b[24:]) != 0x4000 || le.Uint32(b[32:]) != 3 {
-		t.Fatalf("ctx bytes %x", b)
+	want := []uint64{0xa0, 0xb0, 0xc0, 0xd0, 0x1000, 0x3000, 0x2000, 0x4000}
+	for i, w := range want {
+		if got := le.Uint64(b[8*i:]); got != w {
+			t.Fatalf("ctx word %d = %#x, want %#x (bytes %x)", i, got, w, b)
+		}
+	}
+	if le.Uint32(b[64:]) != 3 {
+		t.Fatalf("ctx device %d, want 3", le.Uint32(b[64:]))
+	}
+}
+
+// Called from NCCL's kernel, which lives in another module, the hook cannot
+// address its own module's globals (the GPU resolves them through the
+// running kernel's module, and the call faults): every access goes through
+// devCtx. The module symbols may appear only in their own definitions.
+func TestHookReachesStateOnlyThroughCtx(t *testing.T) {
+	m, err := hookgen.Generate(richProfile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sym := range []string{hookgen.SymCtx, hookgen.SymCtl, hookgen.SymAgg, hookgen.SymFuncSets, hookgen.SymPairs} {
+		for i, line := range strings.Split(m.Source, "\n") {
+			code := line
+			if c := strings.Index(code, "/*"); c >= 0 {
+				code = code[:c]
+			}
+			if strings.Contains(code, sym) && !strings.HasPrefix(strings.TrimSpace(code), "HK_VAR ") {
+				t.Errorf("generated line %d uses %s outside its definition: %s", i+1, sym, line)
+			}
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ const (
 	SymCtl      = "ncclhooks_ctl"
 	SymAgg      = "ncclhooks_agg"
 	SymFuncSets = "ncclhooks_funcsets"
+	SymPairs    = "ncclhooks_pairs"
 )
 
 // FuncSetWords is the number of 32-bit words of one function-id set: ids
@@ -46,24 +47,36 @@ type HookInfo struct {
 	Hook     *config.Hook
 }
 
-// CtxBytes is the byte size of hk_ctx_t: two pointers (slots, holes) per
-// hook, then the 32-bit device ordinal padded to 8 bytes.
-func (m *Module) CtxBytes() int { return 16*len(m.Hooks) + 8 }
+// CtxAddrs are the addresses hk_ctx_t holds for one device. The hook reaches
+// all of its state through devCtx and never by symbol: called from NCCL's
+// kernel, which lives in another module, a function cannot address its own
+// module's globals (the GPU resolves them through the running kernel's
+// module, so such an access faults).
+type CtxAddrs struct {
+	Device                    int
+	Ctl, Agg, FuncSets, Pairs uintptr   // the module's ncclhooks_ctl, _agg, _funcsets, _pairs
+	Slots, Holes              []uintptr // per hook, as the hook sees them (device addresses on the GPU)
+}
 
-// EncodeCtx returns the bytes of hk_ctx_t for one device: slots[h] and
-// holes[h] are the addresses (as the hooks see them) of hook h's buffers.
-// The backend writes these bytes into ncclhooks_ctx after loading.
-func (m *Module) EncodeCtx(device int, slots, holes []uintptr) []byte {
+// CtxBytes is the byte size of hk_ctx_t: four pointers, two per hook, the
+// device ordinal and padding.
+func (m *Module) CtxBytes() int { return 32 + 16*len(m.Hooks) + 8 }
+
+// EncodeCtx returns the bytes of hk_ctx_t (little-endian, 64-bit pointers).
+func (m *Module) EncodeCtx(a CtxAddrs) []byte {
 	b := make([]byte, m.CtxBytes())
+	for i, p := range []uintptr{a.Ctl, a.Agg, a.FuncSets, a.Pairs} {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(p))
+	}
 	for h := range m.Hooks {
-		if h < len(slots) {
-			binary.LittleEndian.PutUint64(b[16*h:], uint64(slots[h]))
+		if h < len(a.Slots) {
+			binary.LittleEndian.PutUint64(b[32+16*h:], uint64(a.Slots[h]))
 		}
-		if h < len(holes) {
-			binary.LittleEndian.PutUint64(b[16*h+8:], uint64(holes[h]))
+		if h < len(a.Holes) {
+			binary.LittleEndian.PutUint64(b[32+16*h+8:], uint64(a.Holes[h]))
 		}
 	}
-	binary.LittleEndian.PutUint32(b[16*len(m.Hooks):], uint32(device))
+	binary.LittleEndian.PutUint32(b[32+16*len(m.Hooks):], uint32(a.Device))
 	return b
 }
 

@@ -12,7 +12,7 @@ const prelude = `/* ---- prelude: device intrinsics and their host equivalents -
 #define HK_GPU 1
 #define HK_FN static __device__ __forceinline__
 #define HK_VAR __device__
-#define HK_CONST __constant__
+#define HK_RESTRICT __restrict__
 #define HK_ENTRY __device__
 #pragma nv_diag_suppress 177 /* helpers a profile does not use */
 #else
@@ -23,7 +23,7 @@ const prelude = `/* ---- prelude: device intrinsics and their host equivalents -
 #include <time.h>
 #define HK_FN static inline
 #define HK_VAR
-#define HK_CONST
+#define HK_RESTRICT __restrict
 #define HK_ENTRY __attribute__((visibility("default")))
 #endif
 #ifdef __cplusplus

@@ -65,7 +65,7 @@ type translator struct {
 // caller never depends on C operator precedence.
 func (t *translator) expr(n ast.Node) (cexpr, error) {
 	if set, ok := t.funcSets[n]; ok {
-		return cexpr{fmt.Sprintf("hk_in_funcset(%d, ev->funcId)", set), kindBool}, nil
+		return cexpr{fmt.Sprintf("hk_in_funcset(cx, %d, ev->funcId)", set), kindBool}, nil
 	}
 	switch n := n.(type) {
 	case *ast.IntegerNode:

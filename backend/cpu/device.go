@@ -49,7 +49,15 @@ func (d *device) allocate() error {
 		slotAddrs = append(slotAddrs, uintptr(s))
 		holeAddrs = append(holeAddrs, uintptr(o))
 	}
-	ctx := d.m.EncodeCtx(d.ordinal, slotAddrs, holeAddrs)
+	ctx := d.m.EncodeCtx(hookgen.CtxAddrs{
+		Device:   d.ordinal,
+		Ctl:      uintptr(d.mod.ctl),
+		Agg:      uintptr(d.mod.agg),
+		FuncSets: uintptr(d.mod.funcsets),
+		Pairs:    uintptr(d.mod.pairs),
+		Slots:    slotAddrs,
+		Holes:    holeAddrs,
+	})
 	C.memcpy(d.mod.ctx, unsafe.Pointer(&ctx[0]), C.size_t(len(ctx)))
 	// drop_newest: the first N positions may be written before the
 	// drainer's first pass publishes a limit.

@@ -29,7 +29,8 @@ int hk_cpu_open(const char* path, hk_cpu_module* m, char* err, size_t errlen) {
       resolve(m, "ncclhooks_ctx", &m->ctx, err, errlen) ||
       resolve(m, "ncclhooks_ctl", &m->ctl, err, errlen) ||
       resolve(m, "ncclhooks_agg", &m->agg, err, errlen) ||
-      resolve(m, "ncclhooks_funcsets", &m->funcsets, err, errlen)) {
+      resolve(m, "ncclhooks_funcsets", &m->funcsets, err, errlen) ||
+      resolve(m, "ncclhooks_pairs", &m->pairs, err, errlen)) {
     dlclose(m->handle);
     m->handle = NULL;
     return -1;

@@ -12,6 +12,7 @@ typedef struct {
   void* ctl;
   void* agg;
   void* funcsets;
+  void* pairs;
 } hk_cpu_module;
 
 /* hk_cpu_open dlopens path privately and resolves every module symbol.

@@ -1,0 +1,280 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/ncclhooks/ncclhooks/backend"
+	"github.com/ncclhooks/ncclhooks/hookgen"
+	"github.com/ncclhooks/ncclhooks/nvrtc"
+)
+
+var (
+	_ backend.Device   = (*Device)(nil)
+	_ backend.Compiled = (*Compiled)(nil)
+)
+
+// Device is a hook module loaded on one GPU. It implements backend.Device.
+type Device struct {
+	c        *Compiled
+	d        *nvrtc.Device
+	mod      *nvrtc.Module
+	clockMod *nvrtc.Module
+	clockFn  *nvrtc.Function
+	stream   *nvrtc.Stream // private, non-blocking: all host<->device traffic
+
+	entry, ctx  uint64
+	ctl, agg    uint64
+	funcSets    uint64
+	funcSetsLen int // words of ncclhooks_funcsets
+
+	host  []unsafe.Pointer // host-mapped allocations, freed at Close
+	slots [][]uint64
+	holes [][]uint32
+
+	clockHost *uint64 // host view of the clock kernel's output word
+	clockDev  uint64
+
+	mu     sync.Mutex // serialises Clock (one output word)
+	closed atomic.Bool
+
+	// LoadTime is the time Load took on this device (module load, buffers,
+	// context write, address resolution).
+	LoadTime time.Duration
+}
+
+func (d *Device) load(imgs *archImages) error {
+	m := d.c.mod
+	if !d.d.CanMapHost {
+		return fmt.Errorf("%v cannot map host memory, which the hook buffers need", d.d)
+	}
+	var err error
+	if d.stream, err = d.d.NewStream(); err != nil {
+		return err
+	}
+	if d.mod, err = d.d.Load(imgs.hook); err != nil {
+		return err
+	}
+	entry, err := d.mod.ReadPointer(hookgen.SymEntryPtr)
+	if err != nil {
+		return err
+	}
+	if err := CheckEntryAddress(entry); err != nil {
+		return err
+	}
+	d.entry = entry
+
+	// Buffers: per hook N slots of SlotWords words, and N hole stamps.
+	slotsDev := make([]uintptr, len(m.Hooks))
+	holesDev := make([]uintptr, len(m.Hooks))
+	for i, h := range m.Hooks {
+		words := h.Slots * h.Layout.SlotWords()
+		p, dev, err := d.hostAlloc(8 * words)
+		if err != nil {
+			return fmt.Errorf("hook %q buffer: %w", h.Name, err)
+		}
+		d.slots = append(d.slots, unsafe.Slice((*uint64)(p), words))
+		slotsDev[i] = uintptr(dev)
+		p, dev, err = d.hostAlloc(4 * h.Slots)
+		if err != nil {
+			return fmt.Errorf("hook %q holes: %w", h.Name, err)
+		}
+		d.holes = append(d.holes, unsafe.Slice((*uint32)(p), h.Slots))
+		holesDev[i] = uintptr(dev)
+	}
+
+	if d.ctl, err = d.global(hookgen.SymCtl, 8*m.CtlWords()); err != nil {
+		return err
+	}
+	if d.agg, err = d.global(hookgen.SymAgg, 8*m.AggWords); err != nil {
+		return err
+	}
+	sets := max(len(m.FuncSets), 1)
+	d.funcSetsLen = sets * hookgen.FuncSetWords
+	if d.funcSets, err = d.global(hookgen.SymFuncSets, 4*d.funcSetsLen); err != nil {
+		return err
+	}
+	pairs, _, err := d.mod.Global(hookgen.SymPairs)
+	if err != nil {
+		return err
+	}
+	var size uint64
+	if d.ctx, size, err = d.mod.Global(hookgen.SymCtx); err != nil {
+		return err
+	}
+	ctxBytes := m.EncodeCtx(hookgen.CtxAddrs{
+		Device:   d.d.Ordinal,
+		Ctl:      uintptr(d.ctl),
+		Agg:      uintptr(d.agg),
+		FuncSets: uintptr(d.funcSets),
+		Pairs:    uintptr(pairs),
+		Slots:    slotsDev,
+		Holes:    holesDev,
+	})
+	if size < uint64(len(ctxBytes)) {
+		return fmt.Errorf("%s is %d bytes, the module description says %d: source and description disagree", hookgen.SymCtx, size, len(ctxBytes))
+	}
+	if err := d.d.CopyHtoD(d.ctx, ctxBytes, d.stream); err != nil {
+		return fmt.Errorf("writing %s: %w", hookgen.SymCtx, err)
+	}
+
+	if d.clockMod, err = d.d.Load(imgs.clock); err != nil {
+		return err
+	}
+	if d.clockFn, err = d.clockMod.Function("ncclhooks_clock"); err != nil {
+		return err
+	}
+	p, dev, err := d.hostAlloc(8)
+	if err != nil {
+		return err
+	}
+	d.clockHost, d.clockDev = (*uint64)(p), dev
+	return nil
+}
+
+func (d *Device) hostAlloc(n int) (unsafe.Pointer, uint64, error) {
+	p, dev, err := d.d.HostAlloc(n)
+	if err != nil {
+		return nil, 0, err
+	}
+	d.host = append(d.host, p)
+	return p, dev, nil
+}
+
+// global resolves a module variable and checks it holds at least want bytes.
+func (d *Device) global(name string, want int) (uint64, error) {
+	p, size, err := d.mod.Global(name)
+	if err != nil {
+		return 0, err
+	}
+	if size < uint64(want) {
+		return 0, fmt.Errorf("%s is %d bytes, the module description needs %d: source and description disagree", name, size, want)
+	}
+	return p, nil
+}
+
+// Ordinal is the CUDA device ordinal.
+func (d *Device) Ordinal() int { return d.d.Ordinal }
+
+// Entry is the absolute device address of ncclhooks_entry.
+func (d *Device) Entry() uintptr { return uintptr(d.entry) }
+
+// Ctx is the device address of ncclhooks_ctx, the devCtx handed to NCCL.
+func (d *Device) Ctx() uintptr { return uintptr(d.ctx) }
+
+// Slots is the host view of hook h's record words (host-mapped memory).
+func (d *Device) Slots(h int) []uint64 { return d.slots[h] }
+
+// Holes is the host view of hook h's hole stamps (host-mapped memory).
+func (d *Device) Holes(h int) []uint32 { return d.holes[h] }
+
+// asBytes views words as bytes (little-endian host, like the device).
+func asBytes[T uint64 | uint32](w []T) []byte {
+	if len(w) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*int(unsafe.Sizeof(w[0])))
+}
+
+// ReadCtl copies ncclhooks_ctl into dst.
+func (d *Device) ReadCtl(dst []uint64) error {
+	n := d.c.mod.CtlWords()
+	if len(dst) < n {
+		return fmt.Errorf("gpu backend: ReadCtl needs %d words, got %d", n, len(dst))
+	}
+	return d.d.CopyDtoH(asBytes(dst[:n]), d.ctl, d.stream)
+}
+
+// WriteLimit sets hook h's limit word (drop_newest).
+func (d *Device) WriteLimit(h int, limit uint64) error {
+	H := len(d.c.mod.Hooks)
+	if h < 0 || h >= H {
+		return fmt.Errorf("gpu backend: WriteLimit: hook %d of %d", h, H)
+	}
+	w := []uint64{limit}
+	return d.d.CopyHtoD(d.ctl+uint64(8*(H+h)), asBytes(w), d.stream)
+}
+
+// ReadAgg copies ncclhooks_agg into dst.
+func (d *Device) ReadAgg(dst []uint64) error {
+	n := d.c.mod.AggWords
+	if len(dst) < n {
+		return fmt.Errorf("gpu backend: ReadAgg needs %d words, got %d", n, len(dst))
+	}
+	return d.d.CopyDtoH(asBytes(dst[:n]), d.agg, d.stream)
+}
+
+// WriteFuncSets fills ncclhooks_funcsets; sets[i] has FuncSetWords words.
+func (d *Device) WriteFuncSets(sets [][]uint32) error {
+	if len(sets) > d.funcSetsLen/hookgen.FuncSetWords {
+		return fmt.Errorf("gpu backend: %d function sets, the module has %d", len(sets), d.funcSetsLen/hookgen.FuncSetWords)
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	words := make([]uint32, len(sets)*hookgen.FuncSetWords)
+	for i, s := range sets {
+		if len(s) != hookgen.FuncSetWords {
+			return fmt.Errorf("gpu backend: function set %d has %d words, want %d", i, len(s), hookgen.FuncSetWords)
+		}
+		copy(words[i*hookgen.FuncSetWords:], s)
+	}
+	return d.d.CopyHtoD(d.funcSets, asBytes(words), d.stream)
+}
+
+// Clock pairs the host clock with the device's globaltimer: a one-thread
+// kernel stores the timer, bracketed by host readings, and the midpoint is
+// taken; of three tries, the tightest bracket wins.
+func (d *Device) Clock() (hostUnixNs, deviceNs uint64, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	best := time.Duration(1<<63 - 1)
+	for range 3 {
+		t0 := time.Now()
+		if err := d.d.Launch(d.clockFn, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, d.stream, d.clockDev); err != nil {
+			return 0, 0, err
+		}
+		if err := d.stream.Sync(); err != nil {
+			return 0, 0, err
+		}
+		t1 := time.Now()
+		if span := t1.Sub(t0); span < best {
+			best = span
+			hostUnixNs = uint64(t0.UnixNano() + int64(span/2))
+			deviceNs = atomic.LoadUint64(d.clockHost)
+		}
+	}
+	return hostUnixNs, deviceNs, nil
+}
+
+// Close unloads the modules and frees the buffers. The hooks must no longer
+// run: NCCL's kernels calling them must have completed.
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	// Only our own stream is waited for: a context-wide sync would wait for
+	// NCCL's work too, and could block finalize behind other communicators.
+	if d.stream != nil {
+		errs = append(errs, d.stream.Sync())
+	}
+	for _, m := range []*nvrtc.Module{d.mod, d.clockMod} {
+		if m != nil {
+			errs = append(errs, m.Unload())
+		}
+	}
+	for _, p := range d.host {
+		errs = append(errs, d.d.FreeHost(p))
+	}
+	d.host, d.slots, d.holes = nil, nil, nil
+	if d.stream != nil {
+		errs = append(errs, d.stream.Destroy())
+	}
+	errs = append(errs, d.d.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ncclhooks/ncclhooks/backend"
+	gpubackend "github.com/ncclhooks/ncclhooks/backend/gpu"
+	"github.com/ncclhooks/ncclhooks/config"
+	"github.com/ncclhooks/ncclhooks/harness/gpu"
+	"github.com/ncclhooks/ncclhooks/hookgen"
+	"github.com/ncclhooks/ncclhooks/nvrtc"
+	"github.com/ncclhooks/ncclhooks/rings"
+	"github.com/ncclhooks/ncclhooks/sinks"
+)
+
+// runBench measures, on one GPU: per-call hook cost against the nop hook in
+// the same run, the event rates a profile sustains with zero drops and the
+// drain's CPU at those rates, and plugin init time with a cold and a warm
+// compile cache.
+func runBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	profiles := fs.String("profiles", "examples/all-events.yaml", "comma-separated profiles to measure")
+	rates := fs.String("rates", "5e6,1e7,2e7,4e7,8e7", "event rates (events/s per device) for the zero-drop search")
+	ordinal := fs.Int("device", 0, "CUDA device")
+	outFile := fs.String("o", "", "also append the results (markdown) to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	lib, err := nvrtc.Open()
+	if err == nil {
+		var n int
+		if n, err = lib.DeviceCount(); err == nil && n == 0 {
+			err = fmt.Errorf("no CUDA device")
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stdout, "ncclhooks bench: no GPU (%v): the GPU benchmarks need one; skipped\n", err)
+		return 0
+	}
+	var rateList []float64
+	for _, r := range strings.Split(*rates, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+		if err != nil || v <= 0 {
+			fmt.Fprintf(stderr, "ncclhooks bench: --rates: %q is not a positive number\n", r)
+			return 2
+		}
+		rateList = append(rateList, v)
+	}
+	var md strings.Builder
+	b := &bench{lib: lib, ordinal: *ordinal, md: &md, out: stdout}
+	if err := b.run(strings.Split(*profiles, ","), rateList); err != nil {
+		fmt.Fprintf(stderr, "ncclhooks bench: %v\n", err)
+		return 1
+	}
+	if *outFile != "" {
+		f, err := os.OpenFile(*outFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer f.Close()
+		fmt.Fprint(f, md.String())
+	}
+	return 0
+}
+
+type bench struct {
+	lib     *nvrtc.Lib
+	ordinal int
+	md      *strings.Builder
+	out     io.Writer
+}
+
+// emit prints a section to the terminal and to the markdown results.
+func (b *bench) emit(title string, header []string, rows [][]string) {
+	fmt.Fprintf(b.out, "\n%s\n", title)
+	tw := tabwriter.NewWriter(b.out, 2, 8, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, strings.Join(header, "\t")+"\t")
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t")+"\t")
+	}
+	tw.Flush()
+	fmt.Fprintf(b.md, "\n### %s\n\n| %s |\n|%s\n", title, strings.Join(header, " | "), strings.Repeat(" --- |", len(header)))
+	for _, r := range rows {
+		fmt.Fprintf(b.md, "| %s |\n", strings.Join(r, " | "))
+	}
+}
+
+func (b *bench) run(profiles []string, rates []float64) error {
+	dev, err := b.lib.Device(b.ordinal)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	major, minor := b.lib.NVRTCVersion()
+	fmt.Fprintf(b.md, "\n## %s: device %d %s (%s), driver %d, NVRTC %d.%d\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), b.ordinal, dev.Name, dev.Arch(), b.lib.DriverVersion(), major, minor)
+	fmt.Fprintf(b.out, "device %d: %s (%s), driver %d, NVRTC %d.%d\n", b.ordinal, dev.Name, dev.Arch(), b.lib.DriverVersion(), major, minor)
+	h, err := gpu.New(dev, nil)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	counter, err := gpu.LoadCountingHook(dev, nil)
+	if err != nil {
+		return err
+	}
+	defer counter.Close()
+
+	hooks := []gpu.Hook{counter.Hook}
+	var inits [][]string
+	var loaded []*loadedProfile
+	for _, path := range profiles {
+		lp, initRows, err := b.load(strings.TrimSpace(path))
+		if err != nil {
+			return err
+		}
+		defer lp.close()
+		loaded = append(loaded, lp)
+		inits = append(inits, initRows...)
+		hooks = append(hooks, gpu.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx())})
+	}
+	b.emit("Plugin init per device (compile + load + resolve)", []string{"profile", "cache", "compile", "load", "total"}, inits)
+
+	costs, err := h.HookCost(hooks, gpu.CostOptions{})
+	if err != nil {
+		return err
+	}
+	var rows [][]string
+	for _, c := range costs {
+		rows = append(rows, []string{c.Hook, fmt.Sprintf("%.1f", c.NsPerCall), fmt.Sprintf("%.0f", c.CyclesPerCall), fmt.Sprintf("%.2fx", c.RatioToNop)})
+	}
+	b.emit("Hook cost per call on the calling thread (32 blocks x 4000 calls, median of 5 rounds)", []string{"hook", "ns/call", "cycles/call", "vs nop"}, rows)
+	for _, lp := range loaded {
+		lp.drainer.Flush(false)
+		st := lp.sink.last()
+		fmt.Fprintf(b.out, "  %s during the cost runs: matched %d, records %d, dropped %d\n", lp.name, st.Matched, st.Records, st.Dropped)
+	}
+
+	rows = nil
+	cfg := gpu.DefaultConfig()
+	cfg.Comms, cfg.Channels, cfg.Batches, cfg.ItemsPerBatch, cfg.BytesPerItem = 4, 16, 2000, 4, 16
+	for _, lp := range loaded {
+		for _, rate := range rates {
+			cfg.EventRate = rate
+			nopCPU, _, err := cpuDuring(func() error { _, err := h.Throughput(gpu.Hook{Name: "nop"}, cfg); return err })
+			if err != nil {
+				return err
+			}
+			lp.drainer.Flush(false)
+			before := lp.sink.last()
+			var tp *gpu.Throughput
+			cpu, wall, err := cpuDuring(func() error {
+				var err error
+				tp, err = h.Throughput(gpu.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx())}, cfg)
+				if err == nil {
+					time.Sleep(20 * time.Millisecond) // let the drain catch up before the dump
+					lp.drainer.Flush(false)
+				}
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			after := lp.sink.last()
+			drainCPU := (cpu - nopCPU).Seconds() / wall.Seconds() * 100
+			rows = append(rows, []string{lp.name, fmt.Sprintf("%.3g", rate), fmt.Sprintf("%.3g", tp.EventsPerSec),
+				fmt.Sprint(after.Matched - before.Matched), fmt.Sprint(after.Records - before.Records),
+				fmt.Sprint(after.Dropped - before.Dropped), fmt.Sprintf("%.0f%%", max(drainCPU, 0))})
+		}
+	}
+	b.emit("Sustained event rate (4 comms x 16 channels, paced) and drain CPU (process CPU over the nop run's, % of one core)",
+		[]string{"profile", "target ev/s", "achieved ev/s", "matched", "records", "dropped", "drain CPU"}, rows)
+	return nil
+}
+
+// loadedProfile is a profile compiled and loaded on the bench device with a
+// drainer behind it, as the plugin does it.
+type loadedProfile struct {
+	name    string
+	dev     backend.Device
+	drainer *rings.Drainer
+	sink    *lastDump
+}
+
+func (lp *loadedProfile) close() {
+	lp.drainer.Close()
+	lp.dev.Close()
+}
+
+// load compiles the profile twice, through an empty cache and through the
+// same cache again, and keeps the second load with a drainer attached.
+func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
+	p, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := hookgen.Generate(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "ncclhooks-bench-cache")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	cache, err := nvrtc.OpenCache(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows [][]string
+	var dev backend.Device
+	for _, label := range []string{"cold", "warm"} {
+		t0 := time.Now()
+		c, err := gpubackend.Compile(m, b.lib, cache)
+		if err != nil {
+			return nil, nil, err
+		}
+		t1 := time.Now()
+		d, err := c.Load(b.ordinal)
+		if err != nil {
+			return nil, nil, err
+		}
+		t2 := time.Now()
+		rows = append(rows, []string{p.Name, label, ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t2.Sub(t0))})
+		if dev != nil {
+			dev.Close()
+		}
+		dev = d
+	}
+	sink := &lastDump{}
+	dr := rings.NewDrainer(rings.Options{Sink: sink, DumpInterval: time.Hour, RingCapacity: p.Output.RingCapacity,
+		FuncName: func(id uint32) string { return fmt.Sprint(id) }})
+	if err := dr.Add(dev, m); err != nil {
+		dev.Close()
+		return nil, nil, err
+	}
+	return &loadedProfile{name: p.Name, dev: dev, drainer: dr, sink: sink}, rows, nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+// lastDump is a sink that keeps the totals of the latest dump over all hooks
+// and discards records.
+type lastDump struct {
+	mu sync.Mutex
+	st sinks.Stats
+}
+
+func (l *lastDump) Records([]sinks.Record) error { return nil }
+func (l *lastDump) Close() error                 { return nil }
+func (l *lastDump) Dump(d *sinks.Dump) error {
+	var t sinks.Stats
+	for _, s := range d.Stats {
+		t.Matched += s.Matched
+		t.Records += s.Records
+		t.Dropped += s.Dropped
+	}
+	l.mu.Lock()
+	l.st = t
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *lastDump) last() sinks.Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st
+}
+
+// cpuDuring returns the process CPU time (user + system) and the wall time f took.
+func cpuDuring(f func() error) (cpu, wall time.Duration, err error) {
+	runtime.GC()
+	var a, b syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &a)
+	t0 := time.Now()
+	err = f()
+	wall = time.Since(t0)
+	syscall.Getrusage(syscall.RUSAGE_SELF, &b)
+	tv := func(r syscall.Rusage) time.Duration {
+		return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	}
+	return tv(b) - tv(a), wall, err
+}

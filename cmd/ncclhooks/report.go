@@ -1,0 +1,139 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ncclhooks/ncclhooks/report"
+)
+
+func runReport(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "write JSON")
+	asMarkdown := fs.Bool("markdown", false, "write markdown (for a pull request or a wiki)")
+	summary := fs.Bool("summary", false, "one row per function: leave out the per-channel rows")
+	allowMixed := fs.Bool("allow-mixed", false, "merge files written with different profiles")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: ncclhooks report OUTPUT... [flags]
+
+Per hook, function and channel: work items, p50/p90/p99/max of their durations
+(START/STOP paired by device, channel and workCounter, or a recorded duration),
+channel skew (slowest minus fastest channel median), and the capture ratio
+records/(records+drops) from the final dump_stats. OUTPUT is a JSON lines file
+or a dump directory (searched for *.jsonl); several ranks' files are merged.
+Exit status: 0 done, 2 usage or input error.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := parseInterspersed(fs, args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	format, err := outputFormat(*asJSON, *asMarkdown)
+	if err != nil {
+		fmt.Fprintln(stderr, "ncclhooks report:", err)
+		return 2
+	}
+	rep, err := report.Load(fs.Args(), readOptions(*allowMixed, stderr))
+	if err != nil {
+		fmt.Fprintln(stderr, "ncclhooks report:", err)
+		return 2
+	}
+	if err := rep.Write(stdout, format, *summary); err != nil {
+		fmt.Fprintln(stderr, "ncclhooks report:", err)
+		return 2
+	}
+	return 0
+}
+
+func outputFormat(asJSON, asMarkdown bool) (report.Format, error) {
+	switch {
+	case asJSON && asMarkdown:
+		return 0, errors.New("--json and --markdown: choose one")
+	case asJSON:
+		return report.JSON, nil
+	case asMarkdown:
+		return report.Markdown, nil
+	}
+	return report.Table, nil
+}
+
+// parseInterspersed parses flags given before, between or after the
+// positional arguments ("report out/ --json"), as users type them. A "--"
+// ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		// fs.Parse stops at the first positional argument or after "--".
+		consumed := len(args) - len(rest)
+		if consumed > 0 && args[consumed-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		if len(rest) == 0 {
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	// Leave the positional arguments where fs.Args finds them.
+	return fs.Parse(append([]string{"--"}, pos...))
+}
+
+// readOptions sets up reading, with a progress line when stderr is a terminal.
+func readOptions(allowMixed bool, stderr io.Writer) report.Options {
+	opts := report.Options{AllowMixed: allowMixed}
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+		opts.Progress = progressLine(f)
+	}
+	return opts
+}
+
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// progressLine reports reading progress on one rewritten terminal line, at
+// most every 200 ms, for inputs large enough to take a while.
+func progressLine(w io.Writer) func(done, total int64) {
+	start := time.Now()
+	var last time.Time
+	shown := false
+	return func(done, total int64) {
+		now := time.Now()
+		if done >= total {
+			if shown {
+				fmt.Fprint(w, "\r\033[K")
+			}
+			return
+		}
+		if now.Sub(start) < 500*time.Millisecond || now.Sub(last) < 200*time.Millisecond {
+			return
+		}
+		last, shown = now, true
+		pct := 100 * float64(done) / float64(max(total, 1))
+		rate := float64(done) / now.Sub(start).Seconds() / 1e6
+		fmt.Fprintf(w, "\rreading %s of %s (%.0f%%, %.0f MB/s)\033[K", mib(done), mib(total), pct, rate)
+	}
+}
+
+func mib(n int64) string {
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/(1<<20)), ".0") + " MiB"
+}

@@ -1,0 +1,245 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// These tests drive the built CLI and plugin end to end: ncclhooks run
+// dlopens the real libnccl-profiler-hooks.so in a process of its own (the
+// plugin keeps process-wide state, as it does inside NCCL).
+
+var cliPath string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		cliPath = os.Getenv("NCCLHOOKS_CLI")
+		if cliPath == "" {
+			dir, err := os.MkdirTemp("", "ncclhooks-cli")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			cliPath = filepath.Join(dir, "ncclhooks")
+			for _, args := range [][]string{
+				{"build", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-z,nodelete", "-o", filepath.Join(dir, "libnccl-profiler-hooks.so"), "../../plugin"},
+				{"build", "-o", cliPath, "."},
+			} {
+				cmd := exec.Command("go", args...)
+				cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+				if err := cmd.Run(); err != nil {
+					fmt.Fprintln(os.Stderr, "building:", err)
+					return 1
+				}
+			}
+		}
+		return m.Run()
+	}())
+}
+
+func cli(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(cliPath, args...)
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "NCCL_HOOKS_") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var rowRE = regexp.MustCompile(`(?m)^\s*(\S+)\s+(\d+)\s+(\d+)\s+(\d+|n/a)\s+(\d+)\s+(\d+)\s+(\d+)\s+full (\d+), overwritten (\d+), torn (\d+), ring (\d+)\s+(\d+)\s+(\d+)\s+(exact|MISMATCH)`)
+
+type row struct {
+	hook                                      string
+	emitted, matched, records, dropped, lines int
+	expected                                  string
+	full, overwritten, torn, ring, checked    int
+	result                                    string
+}
+
+func parseRows(t *testing.T, out string) map[string]row {
+	t.Helper()
+	rows := map[string]row{}
+	for _, m := range rowRE.FindAllStringSubmatch(out, -1) {
+		n := func(i int) int {
+			var v int
+			fmt.Sscan(m[i], &v)
+			return v
+		}
+		rows[m[1]+"/"+m[2]] = row{hook: m[1], emitted: n(3), expected: m[4], matched: n(5), records: n(6), dropped: n(7),
+			full: n(8), overwritten: n(9), torn: n(10), ring: n(11), lines: n(12), checked: n(13), result: m[14]}
+	}
+	if len(rows) == 0 {
+		t.Fatalf("no summary rows in:\n%s", out)
+	}
+	return rows
+}
+
+func TestRunAllEventsExact(t *testing.T) {
+	dir := t.TempDir()
+	out, code := cli(t, "run", "../../examples/all-events.yaml", "--backend", "cpu", "--out", dir,
+		"--devices", "2", "--comms", "3", "--channels", "4", "--items", "3000")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	rows := parseRows(t, out)
+	for d := 0; d < 2; d++ {
+		r := rows[fmt.Sprint("all/", d)]
+		want := 3 * 4 * 3000 * 2
+		if r.emitted != want || r.matched != want || r.expected != fmt.Sprint(want) {
+			t.Errorf("device %d: %+v, want %d emitted and matched", d, r, want)
+		}
+		if r.records+r.dropped != r.matched || r.lines != r.records || r.checked != r.records || r.result != "exact" {
+			t.Errorf("device %d: %+v", d, r)
+		}
+	}
+	if !strings.Contains(out, "result: exact") {
+		t.Errorf("no exact verdict:\n%s", out)
+	}
+}
+
+// Several communicators race on the same channel ids into tiny buffers under
+// both policies: everything that matched is recorded or counted as dropped,
+// exactly, and every record is the event the harness passed.
+func TestRunOverflowPolicies(t *testing.T) {
+	for _, policy := range []string{"drop_newest", "overwrite_oldest"} {
+		t.Run(policy, func(t *testing.T) {
+			dir := t.TempDir()
+			prof := writeFile(t, dir, "p.yaml", fmt.Sprintf(`version: 1
+name: overflow
+hooks:
+  - name: tiny
+    when: func startsWith "AllReduce" || (phase == STOP && channelId %% 2 == 1)
+    fields: [timestamp, workCounter, funcId, channelId, {field: phase, as: ph}]
+    buffer: {slots: 16, overflow: %[1]s}
+  - name: sampled
+    sample: 1/4
+    fields: [workCounter, channelId, phase, {field: funcId, type: u16}]
+    buffer: {slots: 65536, overflow: %[1]s}
+`, policy))
+			out, code := cli(t, "run", prof, "--backend", "cpu", "--out", filepath.Join(dir, "out"),
+				"--devices", "2", "--comms", "4", "--channels", "4", "--items", "4000", "--work", "16")
+			if code != 0 {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			rows := parseRows(t, out)
+			dropped := 0
+			for k, r := range rows {
+				if r.result != "exact" || r.records+r.dropped != r.matched || fmt.Sprint(r.matched) != r.expected {
+					t.Errorf("%s: %+v", k, r)
+				}
+				if r.full+r.overwritten+r.torn+r.ring != r.dropped {
+					t.Errorf("%s: stages do not add up: %+v", k, r)
+				}
+				if strings.HasPrefix(k, "tiny/") {
+					dropped += r.dropped
+					if policy == "drop_newest" && r.overwritten != 0 || policy == "overwrite_oldest" && r.full != 0 {
+						t.Errorf("%s: drops in the wrong stage for %s: %+v", k, policy, r)
+					}
+				}
+				if strings.HasPrefix(k, "sampled/") && (r.matched != r.emitted/4 || r.dropped != 0) {
+					t.Errorf("%s: sample 1/4 of %d events: %+v", k, r.emitted, r)
+				}
+			}
+			if dropped == 0 {
+				t.Errorf("16-slot buffers under 4 racing communicators dropped nothing:\n%s", out)
+			}
+			if n := strings.Count(out, "WARN"); n != 1 {
+				t.Errorf("want exactly one WARN (the first drop), got %d:\n%s", n, out)
+			}
+		})
+	}
+}
+
+func TestRunRecordsRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	out, code := cli(t, "run", "../../examples/all-events.yaml", "--backend", "cpu", "--out", dir, "--items", "500")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("output files: %v", files)
+	}
+	f, _ := os.Open(files[0])
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	types := map[string]int{}
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("bad line %q: %v", sc.Text(), err)
+		}
+		types[m["type"].(string)]++
+		if m["type"] == "record" {
+			for _, k := range []string{"hook", "device", "seq", "timestamp", "workCounter", "funcId", "func", "channelId", "phase"} {
+				if _, ok := m[k]; !ok {
+					t.Fatalf("record without %q: %s", k, sc.Text())
+				}
+			}
+		}
+	}
+	// The harness compared every record with the event it emitted.
+	records := 0
+	for k, r := range parseRows(t, out) {
+		if r.checked != r.records || r.records == 0 {
+			t.Errorf("%s: checked %d of %d records", k, r.checked, r.records)
+		}
+		records += r.records
+	}
+	if types["header"] != 1 || types["clock"] != 2 || types["record"] != records || types["dump_stats"] < 2 {
+		t.Errorf("line types %v, want 1 header, 2 clock, %d record lines", types, records)
+	}
+}
+
+func TestRunBadProfileExit2(t *testing.T) {
+	dir := t.TempDir()
+	prof := writeFile(t, dir, "bad.yaml", "version: 1\nname: bad\nhooks:\n  - name: h\n    when: phase ==\n    fields: [phase]\n")
+	out, code := cli(t, "run", prof, "--backend", "cpu")
+	if code != 2 || !regexp.MustCompile(`bad\.yaml:5:\d+`).MatchString(out) {
+		t.Fatalf("exit %d, want 2 with bad.yaml:5:col:\n%s", code, out)
+	}
+	out, code = cli(t, "validate", prof, "../../examples/all-events.yaml")
+	if code != 1 || !strings.Contains(out, "bad.yaml:5:") || !strings.Contains(out, "all-events.yaml: ok") {
+		t.Fatalf("validate: exit %d:\n%s", code, out)
+	}
+}
+
+func TestGenPrintsReadableSource(t *testing.T) {
+	out, code := cli(t, "gen", "../../examples/all-events.yaml")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"ncclhooks_entry", `hook "all"`, "all-events.yaml:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("generated source lacks %q", want)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ncclhooks/ncclhooks/trace"
+)
+
+func runTrace(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "trace.json", `output file ("-": standard output)`)
+	allowMixed := fs.Bool("allow-mixed", false, "merge files written with different profiles")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `usage: ncclhooks trace OUTPUT... [-o trace.json]
+
+Writes a Chrome trace event file that the Perfetto UI (https://ui.perfetto.dev)
+and chrome://tracing open: a process per device, a track per channel, a slice
+per work item named after its function, a counter of drops. Device timestamps
+are placed on the host timeline with each device's clock line:
+host_ns = ts - device_ns + host_unix_ns.
+Exit status: 0 done, 2 usage or input error.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := parseInterspersed(fs, args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "ncclhooks trace:", err)
+		return 2
+	}
+	opts := readOptions(*allowMixed, stderr)
+	if *out == "-" {
+		if _, err := trace.Write(stdout, fs.Args(), opts); err != nil {
+			return fail(err)
+		}
+		return 0
+	}
+	// Write next to the target and rename, so a viewer never opens half a trace.
+	tmp, err := os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".*")
+	if err != nil {
+		return fail(err)
+	}
+	defer os.Remove(tmp.Name())
+	sum, err := trace.Write(tmp, fs.Args(), opts)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp.Name(), *out); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stderr, "wrote %s: %d slices on %d tracks of %d device(s), %d drop counter samples; %d unpaired START, %d unpaired STOP\n",
+		*out, sum.Slices, sum.Tracks, sum.Processes, sum.Counters, sum.UnpairedStarts, sum.UnpairedStops)
+	if len(sum.NoClock) > 0 {
+		fmt.Fprintf(stderr, "warning: no clock line for %s: those slices keep raw device time\n", strings.Join(sum.NoClock, ", "))
+	}
+	fmt.Fprintln(stderr, "open it at https://ui.perfetto.dev (Open trace file)")
+	return 0
+}

@@ -1,0 +1,341 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults and limits of the output section.
+const (
+	DefaultDumpDir      = "ncclhooks-out"
+	DefaultDumpInterval = time.Second
+	MinDumpInterval     = 10 * time.Millisecond
+	MaxDumpInterval     = time.Hour
+	DefaultRingCapacity = 1 << 16
+	MinRingCapacity     = 1 << 10
+	MaxRingCapacity     = 1 << 24
+	DefaultSlots        = 4096
+)
+
+// Load reads, parses and validates the profile at path and the profiles it
+// includes. Problems in the profile come back as an ErrorList.
+func Load(path string) (*Profile, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read profile: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses and validates a profile read from file. Includes are read
+// from disk, relative to file's directory. It returns an ErrorList holding
+// every problem found.
+func Parse(file string, data []byte) (*Profile, error) {
+	return (&loader{read: readProfile}).load(file, data)
+}
+
+// readProfile reads an included profile; it refuses what is not a regular
+// file, so that an include of a device or a FIFO cannot hang the reader.
+func readProfile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	return os.ReadFile(path)
+}
+
+// loader assembles a profile from a file and its includes.
+type loader struct {
+	read func(path string) ([]byte, error)
+	errs ErrorList
+}
+
+var (
+	profileNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	identRE       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sampleRE      = regexp.MustCompile(`^\s*1\s*/\s*([0-9]+)\s*$`)
+)
+
+func (l *loader) load(file string, data []byte) (*Profile, error) {
+	p := &Profile{
+		File:    file,
+		Version: 1,
+		Output:  Output{DumpDir: DefaultDumpDir, DumpInterval: DefaultDumpInterval, RingCapacity: DefaultRingCapacity},
+	}
+	f := l.parseFile(file, data, nil)
+	if f != nil {
+		p.Name, p.Pos, p.Hooks = f.name, f.pos, f.hooks
+		p.Output.Pos = f.pos
+		if f.output != nil {
+			p.Output = *f.output
+		}
+		if len(p.Hooks) == 0 && f.hooksOK && len(l.errs) == 0 {
+			l.errs.add(f.pos, "the profile defines no hooks: add a hooks list with at least one hook")
+		}
+		l.checkProfile(p)
+	}
+	if err := l.errs.Err(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// parsedFile is what one file contributes.
+type parsedFile struct {
+	name    string
+	pos     Pos
+	output  *Output // nil: not given
+	hooks   []*Hook // included hooks first
+	hooksOK bool    // false when the hooks section itself was broken (already reported)
+}
+
+var profileKeys = []string{"version", "name", "include", "output", "hooks"}
+
+// parseFile decodes one file; chain is the include chain that led to it
+// (cleaned paths), empty for the top-level profile.
+func (l *loader) parseFile(file string, data []byte, chain []string) *parsedFile {
+	d := &doc{file: file, lines: strings.Split(string(data), "\n"), errs: &l.errs}
+	top := Pos{File: file, Line: 1, Col: 1}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	if err := dec.Decode(&root); err != nil {
+		if errors.Is(err, io.EOF) {
+			l.errs.add(top, "the profile is empty: expected a mapping with version, name and hooks")
+		} else {
+			l.errs.add(yamlErrorPos(file, err), "invalid YAML: %s", yamlErrorMsg(err))
+		}
+		return nil
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		d.errorf(&next, "a profile is one YAML document; remove this second document (or its --- separator)")
+	} else if !errors.Is(err, io.EOF) {
+		l.errs.add(yamlErrorPos(file, err), "invalid YAML: %s", yamlErrorMsg(err))
+	}
+	n := &root
+	if n.Kind == yaml.DocumentNode {
+		if len(n.Content) == 0 {
+			l.errs.add(top, "the profile is empty: expected a mapping with version, name and hooks")
+			return nil
+		}
+		n = resolve(n.Content[0])
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		l.errs.add(top, "the profile is empty: expected a mapping with version, name and hooks")
+		return nil
+	}
+	m, ok := d.mapping(n, "a profile", profileKeys...)
+	if !ok {
+		return nil
+	}
+	f := &parsedFile{pos: d.pos(n), hooksOK: true}
+
+	if v := m.get("version"); v == nil {
+		d.errorf(n, `missing version: add "version: 1"`)
+	} else if ver, ok := d.integer(v, "version", "1"); ok && ver != 1 {
+		d.errorf(v, "version must be 1, the only profile version this ncclhooks reads; got %d", ver)
+	}
+	if v := m.get("name"); v == nil {
+		d.errorf(n, `missing name: add a profile name such as "name: my-profile"`)
+	} else if s, ok := d.str(v, "name"); ok {
+		if !profileNameRE.MatchString(s) {
+			d.errorf(v, "profile name %q may only use letters, digits, '_', '.' and '-'", s)
+		}
+		f.name = s
+	}
+	if v := m.get("output"); v != nil {
+		if len(chain) > 0 {
+			d.errorf(m.keys["output"], "an included profile cannot have an output section: output belongs to the top-level profile; move it there")
+		} else {
+			f.output = d.output(v)
+		}
+	}
+	if v := m.get("include"); v != nil {
+		f.hooks = append(f.hooks, l.includes(d, v, slices.Concat(chain, []string{cleanPath(file)}))...)
+	}
+	if v := m.get("hooks"); v == nil {
+		if m.get("include") == nil {
+			d.errorf(n, "missing hooks: add a list of hooks, each with a name and fields or aggregates")
+			f.hooksOK = false
+		}
+	} else if items, ok := d.seq(v, "hooks", " of hooks (- name: ...)"); ok {
+		if len(items) == 0 && m.get("include") == nil {
+			d.errorf(v, "hooks is empty: add at least one hook")
+			f.hooksOK = false
+		}
+		for _, it := range items {
+			if h := d.hook(it); h != nil {
+				f.hooks = append(f.hooks, h)
+			}
+		}
+	} else {
+		f.hooksOK = false
+	}
+	return f
+}
+
+func cleanPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return filepath.Clean(p)
+}
+
+// includes loads the profiles listed in v, relative to d's file, and
+// returns their hooks in order.
+func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
+	items, ok := d.seq(v, "include", " of profile files ([common.yaml])")
+	if !ok {
+		return nil
+	}
+	var hooks []*Hook
+	for _, it := range items {
+		rel, ok := d.str(it, "an include")
+		if !ok {
+			continue
+		}
+		path := rel
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(filepath.Dir(d.file), rel)
+		}
+		if i := indexOf(chain, cleanPath(path)); i >= 0 {
+			names := make([]string, 0, len(chain)-i+1)
+			for _, c := range chain[i:] {
+				names = append(names, filepath.Base(c))
+			}
+			d.errorf(it, "include cycle: %s -> %s; remove one of these includes", strings.Join(names, " -> "), filepath.Base(path))
+			continue
+		}
+		data, err := l.read(path)
+		if err != nil {
+			d.errorf(it, "cannot read include %q: %v", rel, err)
+			continue
+		}
+		if f := l.parseFile(path, data, chain); f != nil {
+			hooks = append(hooks, f.hooks...)
+		}
+	}
+	return hooks
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// yamlErrorPos extracts the line yaml.v3 names ("yaml: line 3: ..."); it
+// gives no column, and omits the line when it is the first.
+func yamlErrorPos(file string, err error) Pos {
+	pos := Pos{File: file, Line: 1, Col: 1}
+	var line int
+	if _, e := fmt.Sscanf(err.Error(), "yaml: line %d:", &line); e == nil && line > 0 {
+		pos.Line = line
+	}
+	return pos
+}
+
+var yamlPrefixRE = regexp.MustCompile(`^yaml: (line \d+: )?`)
+
+func yamlErrorMsg(err error) string { return yamlPrefixRE.ReplaceAllString(err.Error(), "") }
+
+var outputKeys = []string{"dump_dir", "dump_interval", "ring_capacity"}
+
+func (d *doc) output(n *yaml.Node) *Output {
+	o := &Output{DumpDir: DefaultDumpDir, DumpInterval: DefaultDumpInterval, RingCapacity: DefaultRingCapacity, Pos: d.pos(n)}
+	m, ok := d.mapping(n, "output", outputKeys...)
+	if !ok {
+		return o
+	}
+	if v := m.get("dump_dir"); v != nil {
+		if s, ok := d.str(v, "output.dump_dir"); ok {
+			if strings.TrimSpace(s) == "" {
+				d.errorf(v, "output.dump_dir is empty; name a directory (default %s)", DefaultDumpDir)
+			} else {
+				o.DumpDir = s
+			}
+		}
+	}
+	if v := m.get("dump_interval"); v != nil {
+		allowed := fmt.Sprintf("a duration from %v to %v, such as 500ms or 2s", MinDumpInterval, MaxDumpInterval)
+		dur, err := time.ParseDuration(v.Value)
+		switch {
+		case v.Kind != yaml.ScalarNode || err != nil:
+			d.errorf(v, "output.dump_interval must be %s; got %s", allowed, describe(v))
+		case dur < MinDumpInterval || dur > MaxDumpInterval:
+			d.errorf(v, "output.dump_interval %v is out of range: use %s", dur, allowed)
+		default:
+			o.DumpInterval = dur
+		}
+	}
+	if v := m.get("ring_capacity"); v != nil {
+		if c, ok := d.powerOfTwo(v, "output.ring_capacity", MinRingCapacity, MaxRingCapacity); ok {
+			o.RingCapacity = c
+		}
+	}
+	return o
+}
+
+// powerOfTwo decodes a size that must be a power of two in [lo, hi].
+func (d *doc) powerOfTwo(n *yaml.Node, what string, lo, hi int) (int, bool) {
+	allowed := fmt.Sprintf("a power of two from %d to %d", lo, hi)
+	v, ok := d.integer(n, what, allowed)
+	switch {
+	case !ok:
+		return 0, false
+	case v < int64(lo) || v > int64(hi):
+		d.errorf(n, "%s %d is out of range: use %s", what, v, allowed)
+		return 0, false
+	case v&(v-1) != 0:
+		d.errorf(n, "%s %d is not a power of two: use %s, such as %d", what, v, allowed, nextPowerOfTwo(v))
+		return 0, false
+	}
+	return int(v), true
+}
+
+func nextPowerOfTwo(v int64) int64 {
+	p := int64(1)
+	for p < v {
+		p <<= 1
+	}
+	return p
+}
+
+// checkProfile applies the rules that span hooks and files: unique hook
+// names, and the aggregate budget of everything that will be generated.
+func (l *loader) checkProfile(p *Profile) {
+	first := map[string]*Hook{}
+	for _, h := range p.Hooks {
+		if f, dup := first[h.Name]; dup {
+			l.errs.add(h.Pos, "duplicate hook name %q (first defined at %s); hook names must be unique across the profile and its includes", h.Name, f.Pos)
+			continue
+		}
+		first[h.Name] = h
+	}
+	cells := 0
+	for _, h := range p.EnabledHooks() {
+		for _, a := range h.Aggregates {
+			n := a.Keys() * a.RowWords()
+			cells += n
+			if cells > MaxAggCells && cells-n <= MaxAggCells {
+				l.errs.add(a.Pos, "aggregates need %d cells in all with this one (%d keys x %d words); at most %d: key fewer aggregates by both funcId and channelId, or use fewer histogram bounds", cells, a.Keys(), a.RowWords(), MaxAggCells)
+			}
+		}
+	}
+}
