@@ -27,6 +27,7 @@ type Summary struct {
 	Emit, Total   time.Duration
 	OutputFile    string
 	Rows          []Row
+	Aggs          []AggCheck
 	Log           string // what the plugin logged through the NCCL logger
 }
 
@@ -45,14 +46,19 @@ type Row struct {
 	Problems []string
 }
 
-// OK reports whether every row's accounting is exact.
+// OK reports whether every row's accounting and every aggregate is exact.
 func (s *Summary) OK() bool {
 	for _, r := range s.Rows {
 		if len(r.Problems) > 0 {
 			return false
 		}
 	}
-	return len(s.Rows) > 0
+	for _, a := range s.Aggs {
+		if len(a.Problems) > 0 {
+			return false
+		}
+	}
+	return len(s.Rows)+len(s.Aggs) > 0
 }
 
 // EventsPerSec is the rate the harness emitted events at.
@@ -110,7 +116,11 @@ func (s *Summary) check(prof *config.Profile, logs map[int][]Event, emitted map[
 	if err != nil {
 		return err
 	}
+	s.checkAggregates(prof, logs, out)
 	for _, h := range prof.EnabledHooks() {
+		if len(h.Fields) == 0 {
+			continue // aggregate only: no records, checked above
+		}
 		pred, predErr := compilePredicate(h)
 		for d := 0; d < s.Config.Devices; d++ {
 			r := Row{Hook: h.Name, Device: d, Emitted: emitted[d], Expected: -1}
@@ -288,6 +298,7 @@ type finalStats struct {
 }
 
 type output struct {
+	aggs    map[aggKey]map[rowKey]*aggRow // final snapshots
 	final   map[statKey]finalStats
 	records map[statKey][]map[string]json.RawMessage
 }
@@ -307,7 +318,8 @@ func readOutput(file string) (*output, error) {
 		return nil, err
 	}
 	defer f.Close()
-	out := &output{final: map[statKey]finalStats{}, records: map[statKey][]map[string]json.RawMessage{}}
+	out := &output{final: map[statKey]finalStats{}, records: map[statKey][]map[string]json.RawMessage{},
+		aggs: map[aggKey]map[rowKey]*aggRow{}}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for line := 1; sc.Scan(); line++ {
@@ -326,6 +338,19 @@ func readOutput(file string) (*output, error) {
 		switch typ {
 		case "record":
 			out.records[k] = append(out.records[k], m)
+		case "aggregate":
+			var fin struct {
+				Final bool `json:"final"`
+			}
+			json.Unmarshal(sc.Bytes(), &fin)
+			if !fin.Final {
+				continue
+			}
+			k, rows, err := parseAggLine(sc.Bytes())
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
+			}
+			out.aggs[k] = rows
 		case "dump_stats":
 			var st finalStats
 			if err := json.Unmarshal(sc.Bytes(), &st); err != nil {

@@ -35,6 +35,7 @@ type knobs struct {
 	promDir       string // NCCL_HOOKS_PROM_DIR: write node-exporter textfiles there
 	promAddr      string // NCCL_HOOKS_PROM_ADDR: serve /metrics there (host defaults to 127.0.0.1)
 	promDumpStats bool   // NCCL_HOOKS_PROM_DUMP_STATS: 1 adds capture statistics to Prometheus output
+	nvrtcOptions  string // NCCL_HOOKS_NVRTC_OPTIONS: extra NVRTC options for the hook module
 }
 
 func readKnobs() (knobs, error) {
@@ -46,6 +47,8 @@ func readKnobs() (knobs, error) {
 		cc:       getenv("NCCL_HOOKS_CC"),
 		promDir:  getenv("NCCL_HOOKS_PROM_DIR"),
 		promAddr: getenv("NCCL_HOOKS_PROM_ADDR"),
+
+		nvrtcOptions: getenv("NCCL_HOOKS_NVRTC_OPTIONS"),
 	}
 	switch k.backend {
 	case "":

@@ -244,7 +244,7 @@ func (s *state) compileGPU() (backend.Compiled, error) {
 		}
 	}
 	s.knobs.backend = "gpu"
-	return gpu.Compile(s.module, lib, cache)
+	return gpu.Compile(s.module, lib, cache, strings.Fields(s.knobs.nvrtcOptions)...)
 }
 
 // funcSets resolves every name predicate of the profile into a set of

@@ -560,23 +560,25 @@ type Capture struct {
 func (r *Run) Capture(hook string) (c Capture, ok bool) {
 	type fd struct{ file, device int }
 	last := map[fd]DumpStats{}
+	settled := map[fd]bool{} // a final dump was written (the plugin keeps dumping after it)
 	for _, s := range r.Stats {
 		if s.Hook != hook {
 			continue
 		}
 		k := fd{s.File, s.Device}
-		if prev, seen := last[k]; !seen || s.Dump >= prev.Dump || s.Final {
+		if prev, seen := last[k]; !seen || s.Dump >= prev.Dump {
 			last[k] = s
 		}
+		settled[k] = settled[k] || s.Final
 	}
 	if len(last) == 0 {
 		return Capture{}, false
 	}
 	c.Final = true
-	for _, s := range last {
+	for k, s := range last {
 		c.Records += s.Records
 		c.Dropped += s.Dropped
-		c.Final = c.Final && s.Final
+		c.Final = c.Final && settled[k]
 	}
 	if sum := c.Records + c.Dropped; sum > 0 {
 		c.Ratio = float64(c.Records) / float64(sum)

@@ -212,11 +212,21 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 					// Every position up to the head is pending from now on.
 					k.seenUntil, k.seenAt = head, ps.now
 				}
-				wait := ps.tornTimeout
 				if holeTaken {
-					wait = ps.holeGrace
+					// Under overload most positions look like this. A writer
+					// that saw a newer limit lands within microseconds, so
+					// wait for it here, once per run of positions, rather
+					// than stop the pass: stopping for a poll interval while
+					// the device keeps producing is how a drain falls behind
+					// for good.
+					if k.spin(j, s, ps) {
+						continue // its record landed: decide p again
+					}
+					k.bufferFull++
+					ps.drop(k, stageBufferFull, 1)
+					break
 				}
-				if ps.now.Sub(k.seenAt) < wait {
+				if ps.now.Sub(k.seenAt) < ps.tornTimeout {
 					res.pending = true
 					res.advanced = k.pos != from
 					k.publishLimit()
@@ -236,6 +246,29 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 	k.publishLimit()
 	res.advanced = k.pos != from
 	return res
+}
+
+// spin re-reads slot j until every word carries stamp s (true) or holeGrace
+// has passed since the run of pending positions began (false).
+func (k *consumer) spin(j uint64, s uint32, ps *pass) bool {
+	base := int(j) * k.chunks
+	for {
+		all := true
+		for i := range k.words {
+			if uint32(atomic.LoadUint64(&k.slots[base+i])>>32) != s {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+		now := time.Now()
+		if now.Sub(k.seenAt) >= ps.holeGrace {
+			return false
+		}
+		ps.now = now
+	}
 }
 
 // publishLimit lets producers use every slot up to N positions past the

@@ -22,7 +22,7 @@ const (
 // Defaults of Options.
 const (
 	DefaultPollInterval     = time.Millisecond
-	DefaultIdlePollInterval = 10 * time.Millisecond
+	DefaultIdlePollInterval = 2 * time.Millisecond
 	DefaultDumpInterval     = time.Second
 	DefaultRingCapacity     = 1 << 16
 	// DefaultTornTimeout is how long a reserved position may stay unwritten
@@ -31,7 +31,7 @@ const (
 	DefaultTornTimeout = 50 * time.Millisecond
 	// DefaultHoleGrace is how long a position that looks like a hole whose
 	// stamp a later hole replaced waits for a late writer.
-	DefaultHoleGrace = 2 * time.Millisecond
+	DefaultHoleGrace = 20 * time.Microsecond
 	DefaultBatch     = 1024
 )
 
@@ -47,7 +47,7 @@ type Options struct {
 	Log func(level int, msg string)
 
 	PollInterval     time.Duration // device polling while busy (1ms)
-	IdlePollInterval time.Duration // polling backs off to this when idle (10ms)
+	IdlePollInterval time.Duration // polling backs off to this when idle (2ms)
 	DumpInterval     time.Duration // dump_stats and aggregate snapshots (1s)
 	// RingCapacity is the Go ring per hook per device, in records
 	// (output.ring_capacity; 65536).

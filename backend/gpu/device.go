@@ -73,7 +73,9 @@ func (d *Device) load(imgs *archImages) error {
 	holesDev := make([]uintptr, len(m.Hooks))
 	for i, h := range m.Hooks {
 		words := h.Slots * h.Layout.SlotWords()
-		p, dev, err := d.hostAlloc(8 * words)
+		// An aggregate-only hook writes no records; it still gets a valid,
+		// distinct (one-word) buffer.
+		p, dev, err := d.hostAlloc(8 * max(words, 1))
 		if err != nil {
 			return fmt.Errorf("hook %q buffer: %w", h.Name, err)
 		}

@@ -41,6 +41,16 @@ const clockSrc = `extern "C" __global__ void ncclhooks_clock(unsigned long long*
 }
 `
 
+// HookOptions are the NVRTC options of every hook module.
+//
+// NCCL's kernel calls the hook through a pointer into another module, so no
+// linker sees both and sizes the caller's registers for the callee: a hook
+// that uses more registers than the calling kernel was given faults
+// (CUDA_ERROR_ILLEGAL_INSTRUCTION, seen on the H200 with small callers). The
+// cap keeps the hook within what real kernels have; ptxas -v puts the hook's
+// resource use in the build log, which Info reports.
+var HookOptions = []string{"--maxrregcount=32", "--ptxas-options=-v"}
+
 // Compiled is a hook module compiled once per process and architecture.
 type Compiled struct {
 	mod   *hookgen.Module
@@ -50,6 +60,7 @@ type Compiled struct {
 	// wholeProgram compiles without -rdc=true; tests use it to prove that
 	// Load refuses the module-relative address that results.
 	wholeProgram bool
+	options      []string // NVRTC options of the hook module
 
 	mu     sync.Mutex
 	images map[string]*archImages // by architecture
@@ -66,8 +77,11 @@ type archImages struct {
 // Without nvJitLink, linking needs the driver's cuLink* and so a context:
 // compilation then happens at the first Load. cache may be nil. A compile
 // error is a *CompileError whose positions point into the profile.
-func Compile(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache) (backend.Compiled, error) {
+//
+// extra NVRTC options (NCCL_HOOKS_NVRTC_OPTIONS) follow HookOptions.
+func Compile(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache, extra ...string) (backend.Compiled, error) {
 	c := newCompiled(m, lib, cache)
+	c.options = append(append([]string(nil), HookOptions...), extra...)
 	n, err := lib.DeviceCount()
 	if err != nil {
 		return nil, err
@@ -114,7 +128,7 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 	}
 	// Relocatable and linked: the entry resolves to an absolute address
 	// that NCCL's kernels can call (DESIGN.md section 4).
-	opt := nvrtc.CompileOptions{Name: SourceName, Cache: c.cache, Link: true, WholeProgram: c.wholeProgram}
+	opt := nvrtc.CompileOptions{Name: SourceName, Options: c.options, Cache: c.cache, Link: true, WholeProgram: c.wholeProgram}
 	hook, err := compile(c.mod.Source, opt)
 	if err != nil {
 		var ce *nvrtc.CompileError
@@ -134,6 +148,9 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 	how := fmt.Sprintf("%.1fms (link %.1fms)", ms(hook.CompileTime), ms(hook.LinkTime))
 	if hook.CacheHit {
 		how = fmt.Sprintf("cache hit, %.1fms", ms(hook.CompileTime))
+	}
+	if res := resources(hook.Log, hookgen.SymEntry); res != "" {
+		how += "; " + res
 	}
 	if hook.CacheRepaired != "" {
 		how += " (replaced a bad cache entry: " + hook.CacheRepaired + ")"
@@ -235,4 +252,23 @@ func (c *Compiled) Load(ordinal int) (backend.Device, error) {
 	}
 	d.LoadTime = time.Since(t0)
 	return d, nil
+}
+
+// resources extracts ptxas's resource lines for function fn from a build log
+// ("Used 24 registers", "0 bytes stack frame, 0 bytes spill stores, ...").
+func resources(log, fn string) string {
+	lines := strings.Split(log, "\n")
+	var out []string
+	for i, l := range lines {
+		if !strings.Contains(l, "Function properties for "+fn) && !strings.Contains(l, "Compiling entry function '"+fn+"'") {
+			continue
+		}
+		for _, next := range lines[i+1 : min(i+3, len(lines))] {
+			next = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(next), "ptxas info    :"))
+			if strings.Contains(next, "registers") || strings.Contains(next, "stack frame") {
+				out = append(out, next)
+			}
+		}
+	}
+	return strings.Join(out, "; ")
 }

@@ -3,6 +3,7 @@ package gpu
 import (
 	"encoding/binary"
 	"errors"
+	harnessgpu "github.com/ncclhooks/ncclhooks/harness/gpu"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -94,29 +95,11 @@ func openLib(t *testing.T) *nvrtc.Lib {
 	return lib
 }
 
-// callerSrc plays NCCL's kernel: thread 0 of each block calls the hook
-// through a pointer at START and STOP of n work items, with channelId =
-// block, workCounter = item, funcId = 7.
-const callerSrc = `
-typedef struct { unsigned long long timestamp, workCounter; unsigned funcId; unsigned char channelId, phase; unsigned short rsvd; } ev_t;
-typedef void (*hook_t)(const ev_t*, void*);
-extern "C" __global__ void play(hook_t hook, void* ctx, int n) {
-	if (threadIdx.x != 0) return;
-	for (int i = 0; i < n; i++) {
-		for (int ph = 0; ph < 2; ph++) {
-			ev_t ev;
-			asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ev.timestamp));
-			ev.workCounter = i; ev.funcId = 7; ev.channelId = blockIdx.x; ev.phase = ph; ev.rsvd = 0;
-			hook(&ev, ctx);
-		}
-	}
-}
-`
-
+// played is a loaded generated module and NCCL's part: the harness's
+// ncclKernelMain model (package harness/gpu), a module of its own that calls
+// the hook through the resolved address.
 type played struct {
-	dev    *Device
-	caller *nvrtc.Module
-	play   *nvrtc.Function
+	dev *Device
 }
 
 func loadWithCaller(t *testing.T, lib *nvrtc.Lib, m *hookgen.Module, cache *nvrtc.Cache) *played {
@@ -130,41 +113,18 @@ func loadWithCaller(t *testing.T, lib *nvrtc.Lib, m *hookgen.Module, cache *nvrt
 		t.Fatal(err)
 	}
 	dev := bd.(*Device)
-	t.Cleanup(func() {
-		if err := dev.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	t.Logf("%s; load %v; entry %#x ctx %#x", comp.Info(), dev.LoadTime, dev.Entry(), dev.Ctx())
-	img, err := dev.d.Compile(callerSrc, nvrtc.CompileOptions{Name: "caller.cu"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	caller, err := dev.d.Load(img)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { caller.Unload() })
-	f, err := caller.Function("play")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &played{dev: dev, caller: caller, play: f}
+	t.Cleanup(func() { dev.Close() })
+	return &played{dev: dev}
 }
 
+// run plays blocks channels of n work items each (n a multiple of 4), with
+// channelId = block, workCounter = item and funcId = 7.
 func (p *played) run(t *testing.T, blocks, n int) {
 	t.Helper()
-	s, err := p.dev.d.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
-	if err := p.dev.d.Launch(p.play, [3]uint32{uint32(blocks), 1, 1}, [3]uint32{32, 1, 1}, 0, s,
-		uint64(p.dev.Entry()), uint64(p.dev.Ctx()), int32(n)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Sync(); err != nil {
-		t.Fatalf("the caller module faulted calling the resolved hook: %v", err)
+	cfg := harnessgpu.Config{Comms: 1, Channels: blocks, Launches: 1, Batches: n / 4, ItemsPerBatch: 4,
+		BytesPerItem: 16, FuncIDs: []uint32{7}, Replays: 1}
+	if _, err := harnessgpu.Run(p.dev.d, uint64(p.dev.Entry()), uint64(p.dev.Ctx()), cfg); err != nil {
+		t.Fatalf("the caller module calling the resolved hook: %v", err)
 	}
 }
 

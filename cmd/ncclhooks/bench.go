@@ -112,12 +112,22 @@ func (b *bench) run(profiles []string, rates []float64) error {
 		return err
 	}
 	defer h.Close()
+	for _, l := range strings.Split(h.Image.Log, "\n") {
+		if strings.Contains(l, "Compiling entry") || strings.Contains(l, "Used ") {
+			fmt.Fprintln(b.out, "  harness:", strings.TrimSpace(l))
+		}
+	}
 	counter, err := gpu.LoadCountingHook(dev, nil)
 	if err != nil {
 		return err
 	}
 	defer counter.Close()
 
+	nop, err := gpu.LoadNopHook(dev, nil)
+	if err != nil {
+		return err
+	}
+	defer nop.Close()
 	hooks := []gpu.Hook{counter.Hook}
 	var inits [][]string
 	var loaded []*loadedProfile
@@ -154,7 +164,7 @@ func (b *bench) run(profiles []string, rates []float64) error {
 	for _, lp := range loaded {
 		for _, rate := range rates {
 			cfg.EventRate = rate
-			nopCPU, _, err := cpuDuring(func() error { _, err := h.Throughput(gpu.Hook{Name: "nop"}, cfg); return err })
+			nopCPU, _, err := cpuDuring(func() error { _, err := h.Throughput(nop.Hook, cfg); return err })
 			if err != nil {
 				return err
 			}
@@ -234,6 +244,7 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 		}
 		t2 := time.Now()
 		rows = append(rows, []string{p.Name, label, ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t2.Sub(t0))})
+		fmt.Fprintf(b.out, "  %s (%s): %s\n", p.Name, label, c.Info())
 		if dev != nil {
 			dev.Close()
 		}

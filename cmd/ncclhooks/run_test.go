@@ -243,3 +243,23 @@ func TestGenPrintsReadableSource(t *testing.T) {
 		}
 	}
 }
+
+// Every example runs end to end on the cpu backend, and its records and
+// aggregates are what the harness computes from the events it emitted.
+func TestRunExamplesExact(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/*.yaml")
+	if len(files) < 5 {
+		t.Fatalf("examples: %v", files)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			out, code := cli(t, "run", f, "--backend", "cpu", "--out", t.TempDir(), "--items", "1000")
+			if code != 0 || !strings.Contains(out, "result: exact") || strings.Contains(out, "MISMATCH") {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			if strings.Contains(out, "aggregate") && !regexp.MustCompile(`(?m)\s\d+\s+\d+\s+exact$`).MatchString(out) {
+				t.Errorf("no aggregate checked exactly:\n%s", out)
+			}
+		})
+	}
+}

@@ -96,13 +96,19 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "the plugin returned no hook: it is inactive (see its log above)")
 		return 1
 	}
-	s.Print(stdout)
+	if len(s.Rows) > 0 {
+		s.Print(stdout)
+	}
+	if len(s.Aggs) > 0 {
+		fmt.Fprintln(stdout)
+		s.PrintAggs(stdout)
+	}
 	fmt.Fprintf(stdout, "\noutput: %s\n", s.OutputFile)
 	if !s.OK() {
 		fmt.Fprintln(stdout, "result: MISMATCH between what was emitted and what the plugin accounted for")
 		return 1
 	}
-	fmt.Fprintln(stdout, "result: exact (records + drops = matched events for every hook and device)")
+	fmt.Fprintln(stdout, "result: exact (records + drops = matched events for every hook and device; aggregates as computed by the harness)")
 	return 0
 }
 

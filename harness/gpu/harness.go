@@ -91,7 +91,10 @@ type Harness struct {
 // New compiles the harness kernels for dev (through cache, which may be nil)
 // and loads them.
 func New(dev *nvrtc.Device, cache *nvrtc.Cache) (*Harness, error) {
-	img, err := dev.Compile(kernelSource, nvrtc.CompileOptions{Name: "ncclhooks_harness.cu", Cache: cache})
+	// ptxas -v: the kernels' register counts are in Image.Log. A hook called
+	// through a pointer must fit in what its caller was given.
+	img, err := dev.Compile(kernelSource, nvrtc.CompileOptions{Name: "ncclhooks_harness.cu", Cache: cache,
+		Options: []string{"--ptxas-options=-v"}})
 	if err != nil {
 		return nil, fmt.Errorf("compiling the harness kernel: %w", err)
 	}
