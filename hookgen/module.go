@@ -161,6 +161,7 @@ type FieldLayout struct {
 	Source string
 	Type   config.Type
 	Offset int
+	dec    decodeKind // set by Generate
 }
 
 // SlotWords is the number of 64-bit words of one slot.
@@ -174,35 +175,97 @@ type Value struct {
 	F    float64
 }
 
-// Decode unpacks a payload (len >= l.Bytes) into one value per field.
+// decodeKind is how Decode reads a field; 0 means not prepared yet.
+type decodeKind uint8
+
+const (
+	decU8 decodeKind = iota + 1
+	decU16
+	decU32
+	decU64
+	decI8
+	decI16
+	decI32
+	decI64
+	decF32
+	decF64
+)
+
+func kindOf(t config.Type) decodeKind {
+	switch t {
+	case config.Bool, config.U8:
+		return decU8
+	case config.U16:
+		return decU16
+	case config.U32:
+		return decU32
+	case config.U64:
+		return decU64
+	case config.I8:
+		return decI8
+	case config.I16:
+		return decI16
+	case config.I32:
+		return decI32
+	case config.I64:
+		return decI64
+	case config.F32:
+		return decF32
+	case config.F64:
+		return decF64
+	}
+	return 0
+}
+
+// Prepare readies a hand-built layout for fast decoding (Generate does it
+// for its own).
+func (l *Layout) Prepare() {
+	for i := range l.Fields {
+		l.Fields[i].dec = kindOf(l.Fields[i].Type)
+	}
+}
+
+// Decode unpacks a payload (len >= l.Bytes) into one value per field. It
+// runs for every drained record: fields prepared by Generate skip the
+// type-name switch.
 func (l *Layout) Decode(payload []byte, out []Value) []Value {
-	out = out[:0]
-	for _, f := range l.Fields {
-		b := payload[f.Offset : f.Offset+f.Type.Bytes()]
-		v := Value{Type: f.Type}
-		switch f.Type {
-		case config.Bool, config.U8:
-			v.U = uint64(b[0])
-		case config.U16:
-			v.U = uint64(binary.LittleEndian.Uint16(b))
-		case config.U32:
-			v.U = uint64(binary.LittleEndian.Uint32(b))
-		case config.U64:
-			v.U = binary.LittleEndian.Uint64(b)
-		case config.I8:
-			v.I = int64(int8(b[0]))
-		case config.I16:
-			v.I = int64(int16(binary.LittleEndian.Uint16(b)))
-		case config.I32:
-			v.I = int64(int32(binary.LittleEndian.Uint32(b)))
-		case config.I64:
-			v.I = int64(binary.LittleEndian.Uint64(b))
-		case config.F32:
-			v.F = float64(math.Float32frombits(binary.LittleEndian.Uint32(b)))
-		case config.F64:
-			v.F = math.Float64frombits(binary.LittleEndian.Uint64(b))
+	n := len(l.Fields)
+	if cap(out) < n {
+		out = make([]Value, n)
+	}
+	out = out[:n]
+	le := binary.LittleEndian
+	for i := range l.Fields {
+		f := &l.Fields[i]
+		k := f.dec
+		if k == 0 {
+			k = kindOf(f.Type)
 		}
-		out = append(out, v)
+		b := payload[f.Offset:]
+		v := Value{Type: f.Type}
+		switch k {
+		case decU8:
+			v.U = uint64(b[0])
+		case decU16:
+			v.U = uint64(le.Uint16(b))
+		case decU32:
+			v.U = uint64(le.Uint32(b))
+		case decU64:
+			v.U = le.Uint64(b)
+		case decI8:
+			v.I = int64(int8(b[0]))
+		case decI16:
+			v.I = int64(int16(le.Uint16(b)))
+		case decI32:
+			v.I = int64(int32(le.Uint32(b)))
+		case decI64:
+			v.I = int64(le.Uint64(b))
+		case decF32:
+			v.F = float64(math.Float32frombits(le.Uint32(b)))
+		case decF64:
+			v.F = math.Float64frombits(le.Uint64(b))
+		}
+		out[i] = v
 	}
 	return out
 }

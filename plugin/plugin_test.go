@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/ncclhooks/ncclhooks/internal/testbuild"
 )
 
 // The plugin is tested as NCCL uses it: built as a c-shared library, loaded
@@ -19,21 +21,15 @@ var pluginPath string
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		pluginPath = os.Getenv("NCCLHOOKS_PLUGIN")
-		if pluginPath == "" {
-			dir, err := os.MkdirTemp("", "ncclhooks-plugin")
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			defer os.RemoveAll(dir)
-			pluginPath = filepath.Join(dir, "libnccl-profiler-hooks.so")
-			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-z,nodelete", "-o", pluginPath, ".")
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			if err := cmd.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "building the plugin:", err)
-				return 1
-			}
+		dir, err := os.MkdirTemp("", "ncclhooks-plugin")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if pluginPath, err = testbuild.Plugin(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
 		return m.Run()
 	}())

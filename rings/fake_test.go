@@ -96,7 +96,7 @@ func (f *fakeDevice) write(h int, pos uint64, payload []byte, words int, delay t
 // testLayout: id u64, check u64, funcId u32, neg i16 = 22 bytes, 6 chunks.
 // check and neg are functions of id, so a record mixing two writers fails.
 func testLayout() hookgen.Layout {
-	return hookgen.Layout{
+	l := hookgen.Layout{
 		Fields: []hookgen.FieldLayout{
 			{Name: "id", Source: "workCounter", Type: config.U64, Offset: 0},
 			{Name: "check", Source: "timestamp", Type: config.U64, Offset: 8},
@@ -106,6 +106,8 @@ func testLayout() hookgen.Layout {
 		Bytes:  22,
 		Chunks: 6,
 	}
+	l.Prepare()
+	return l
 }
 
 func mix(id uint64) uint64 {

@@ -17,11 +17,18 @@ type Ring struct {
 
 	// head is written by the producer only, tail by the consumer only; each
 	// side reads the other's with an atomic load before touching a record.
+	// They sit on cache lines of their own: the producer writes head for
+	// every record while the consumer polls it.
+	_    [64]byte
 	head atomic.Uint64
-	tail atomic.Uint64
-
-	pushed  uint64 // producer-owned: records accepted
-	refused uint64 // producer-owned: records refused because the ring was full
+	// tailSeen is the producer's last read of tail: it reloads tail only
+	// when the ring looks full, not for every record.
+	tailSeen uint64
+	pushed   uint64 // producer-owned: records accepted
+	refused  uint64 // producer-owned: records refused because the ring was full
+	_        [64]byte
+	tail     atomic.Uint64
+	_        [64]byte
 }
 
 // NewRing returns a ring of capacity records (rounded up to a power of two,
@@ -50,8 +57,11 @@ func (r *Ring) Len() int { return int(r.head.Load() - r.tail.Load()) }
 // not committed is simply reused by the next Reserve.
 func (r *Ring) Reserve() []byte {
 	h := r.head.Load()
-	if h-r.tail.Load() >= uint64(len(r.seqs)) {
-		return nil
+	if h-r.tailSeen >= uint64(len(r.seqs)) {
+		r.tailSeen = r.tail.Load()
+		if h-r.tailSeen >= uint64(len(r.seqs)) {
+			return nil
+		}
 	}
 	i := int(h & r.mask)
 	return r.payloads[i*r.stride : (i+1)*r.stride : (i+1)*r.stride]

@@ -1,3 +1,3 @@
 export NCCL_HOOKS_CACHE_DIR=/tmp/ncclhooks-cache
 mkdir -p $OUT
-.dev/gpu/ncclhooks bench -profiles examples/all-events.yaml,examples/latency.yaml,examples/field-capture.yaml -rates 5e6,1e7,2e7,4e7 -o $OUT/bench.md 2>&1 | tee $OUT/bench.log
+.dev/gpu/ncclhooks bench -profiles examples/all-events.yaml,examples/latency.yaml,examples/field-capture.yaml -rates 5e6,1e7,1.5e7,2e7,3e7,4e7 -o $OUT/bench.md 2>&1 | tee $OUT/bench.log

@@ -16,6 +16,7 @@ import (
 	"github.com/ncclhooks/ncclhooks/backend"
 	gpubackend "github.com/ncclhooks/ncclhooks/backend/gpu"
 	"github.com/ncclhooks/ncclhooks/config"
+	"github.com/ncclhooks/ncclhooks/harness"
 	"github.com/ncclhooks/ncclhooks/harness/gpu"
 	"github.com/ncclhooks/ncclhooks/hookgen"
 	"github.com/ncclhooks/ncclhooks/nvrtc"
@@ -161,6 +162,10 @@ func (b *bench) run(profiles []string, rates []float64) error {
 	rows = nil
 	cfg := gpu.DefaultConfig()
 	cfg.Comms, cfg.Channels, cfg.Batches, cfg.ItemsPerBatch, cfg.BytesPerItem = 4, 16, 2000, 4, 16
+	cfg.FuncIDs = nil
+	for id := 0; id < harness.FuncCount(); id++ {
+		cfg.FuncIDs = append(cfg.FuncIDs, uint32(id))
+	}
 	for _, lp := range loaded {
 		for _, rate := range rates {
 			cfg.EventRate = rate
@@ -187,7 +192,8 @@ func (b *bench) run(profiles []string, rates []float64) error {
 			drainCPU := (cpu - nopCPU).Seconds() / wall.Seconds() * 100
 			rows = append(rows, []string{lp.name, fmt.Sprintf("%.3g", rate), fmt.Sprintf("%.3g", tp.EventsPerSec),
 				fmt.Sprint(after.Matched - before.Matched), fmt.Sprint(after.Records - before.Records),
-				fmt.Sprint(after.Dropped - before.Dropped), fmt.Sprintf("%.0f%%", max(drainCPU, 0))})
+				fmt.Sprintf("%d (device %d, ring %d)", after.Dropped-before.Dropped, after.DroppedBufferFull-before.DroppedBufferFull,
+					after.DroppedRingFull-before.DroppedRingFull), fmt.Sprintf("%.0f%%", max(drainCPU, 0))})
 		}
 	}
 	b.emit("Sustained event rate (4 comms x 16 channels, paced) and drain CPU (process CPU over the nop run's, % of one core)",
@@ -250,9 +256,24 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 		}
 		dev = d
 	}
+	// Name predicates see the harness's NCCL-style function names, as the
+	// plugin fills them from ncclProfilerDevFuncName.
+	sets := make([][]uint32, len(m.FuncSets))
+	for i, fs := range m.FuncSets {
+		sets[i] = make([]uint32, hookgen.FuncSetWords)
+		for id := 0; id < harness.FuncCount(); id++ {
+			if fs.Pred.Match(harness.FuncName(uint32(id))) {
+				sets[i][id/32] |= 1 << (id % 32)
+			}
+		}
+	}
+	if err := dev.WriteFuncSets(sets); err != nil {
+		dev.Close()
+		return nil, nil, err
+	}
 	sink := &lastDump{}
 	dr := rings.NewDrainer(rings.Options{Sink: sink, DumpInterval: time.Hour, RingCapacity: p.Output.RingCapacity,
-		FuncName: func(id uint32) string { return fmt.Sprint(id) }})
+		FuncName: harness.FuncName})
 	if err := dr.Add(dev, m); err != nil {
 		dev.Close()
 		return nil, nil, err
@@ -277,6 +298,8 @@ func (l *lastDump) Dump(d *sinks.Dump) error {
 		t.Matched += s.Matched
 		t.Records += s.Records
 		t.Dropped += s.Dropped
+		t.DroppedBufferFull += s.DroppedBufferFull
+		t.DroppedRingFull += s.DroppedRingFull
 	}
 	l.mu.Lock()
 	l.st = t

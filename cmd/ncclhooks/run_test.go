@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/ncclhooks/ncclhooks/internal/testbuild"
 )
 
 // These tests drive the built CLI and plugin end to end: ncclhooks run
@@ -20,26 +22,15 @@ var cliPath string
 
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
-		cliPath = os.Getenv("NCCLHOOKS_CLI")
-		if cliPath == "" {
-			dir, err := os.MkdirTemp("", "ncclhooks-cli")
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			defer os.RemoveAll(dir)
-			cliPath = filepath.Join(dir, "ncclhooks")
-			for _, args := range [][]string{
-				{"build", "-buildmode=c-shared", "-ldflags=-extldflags=-Wl,-z,nodelete", "-o", filepath.Join(dir, "libnccl-profiler-hooks.so"), "../../plugin"},
-				{"build", "-o", cliPath, "."},
-			} {
-				cmd := exec.Command("go", args...)
-				cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-				if err := cmd.Run(); err != nil {
-					fmt.Fprintln(os.Stderr, "building:", err)
-					return 1
-				}
-			}
+		dir, err := os.MkdirTemp("", "ncclhooks-cli")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if cliPath, err = testbuild.CLI(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
 		}
 		return m.Run()
 	}())

@@ -1,0 +1,55 @@
+// Package testbuild gives end-to-end tests the real artefacts: the plugin
+// library and the CLI as make build produces them (NCCLHOOKS_PLUGIN,
+// NCCLHOOKS_CLI), or built into a temporary directory when a test runs
+// outside make.
+package testbuild
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+)
+
+// PluginLDFLAGS links the plugin as the Makefile does: -z nodelete keeps
+// the Go image resident when NCCL dlcloses it.
+const PluginLDFLAGS = "-extldflags=-Wl,-z,nodelete"
+
+// root is the module root, found from this file's location.
+func root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Plugin returns the path of libnccl-profiler-hooks.so: $NCCLHOOKS_PLUGIN,
+// or a fresh build in dir.
+func Plugin(dir string) (string, error) {
+	if p := os.Getenv("NCCLHOOKS_PLUGIN"); p != "" {
+		return p, nil
+	}
+	out := filepath.Join(dir, "libnccl-profiler-hooks.so")
+	return out, goBuild("-buildmode=c-shared", "-ldflags="+PluginLDFLAGS, "-o", out, "./plugin")
+}
+
+// CLI returns the path of the ncclhooks binary: $NCCLHOOKS_CLI, or a fresh
+// build in dir next to a fresh plugin (the CLI loads the plugin beside it).
+func CLI(dir string) (string, error) {
+	if p := os.Getenv("NCCLHOOKS_CLI"); p != "" {
+		return p, nil
+	}
+	if err := goBuild("-buildmode=c-shared", "-ldflags="+PluginLDFLAGS, "-o", filepath.Join(dir, "libnccl-profiler-hooks.so"), "./plugin"); err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "ncclhooks")
+	return out, goBuild("-o", out, "./cmd/ncclhooks")
+}
+
+func goBuild(args ...string) error {
+	cmd := exec.Command("go", append([]string{"build"}, args...)...)
+	cmd.Dir = root()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %v: %v\n%s", args, err, out)
+	}
+	return nil
+}
