@@ -146,6 +146,12 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 	c.images[arch] = imgs
 	major, minor := c.lib.NVRTCVersion()
 	how := fmt.Sprintf("%.1fms (link %.1fms)", ms(hook.CompileTime), ms(hook.LinkTime))
+	switch {
+	case c.cache == nil:
+		how = "no cache, " + how
+	case !hook.CacheHit:
+		how = "cache miss, compiled in " + how
+	}
 	if hook.CacheHit {
 		how = fmt.Sprintf("cache hit, %.1fms", ms(hook.CompileTime))
 	}

@@ -38,6 +38,13 @@ func TestMain(m *testing.M) {
 
 func cli(t *testing.T, args ...string) (string, int) {
 	t.Helper()
+	return cliEnv(t, nil, args...)
+}
+
+// cliEnv runs the CLI with the test's environment less every NCCL_HOOKS_*
+// knob, plus extra.
+func cliEnv(t *testing.T, extra []string, args ...string) (string, int) {
+	t.Helper()
 	cmd := exec.Command(cliPath, args...)
 	var env []string
 	for _, e := range os.Environ() {
@@ -45,7 +52,7 @@ func cli(t *testing.T, args ...string) (string, int) {
 			env = append(env, e)
 		}
 	}
-	cmd.Env = env
+	cmd.Env = append(env, extra...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
