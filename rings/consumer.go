@@ -50,7 +50,6 @@ type consumer struct {
 
 	ring     *Ring
 	words    []uint64                 // one slot's words as loaded
-	touched  uint64                   // sum of read-ahead loads (keeps them from being dropped)
 	setLimit func(limit uint64) error // writes this hook's limit word on its device
 
 	// Delivery side.
@@ -99,9 +98,6 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 	}
 	return k, nil
 }
-
-// readAhead is how many positions ahead the drain touches a slot.
-const readAhead = 16
 
 // newer reports whether stamp x was written by a later position of the same
 // slot than the one whose stamp is s: (x - s) mod 2^32 is a positive
@@ -167,12 +163,6 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 		p := k.pos
 		s := uint32(p + 1)
 		j := p & (k.n - 1)
-		// Read ahead: the device's writes leave the slots out of the host's
-		// caches, so touching a slot some positions ahead overlaps its
-		// memory latency with the work on this one.
-		if p+readAhead < head {
-			k.touched += atomic.LoadUint64(&k.slots[int((p+readAhead)&(k.n-1))*k.chunks])
-		}
 		buf := k.ring.Reserve()
 		if buf == nil && ps.makeRoom != nil {
 			ps.makeRoom(k)
