@@ -109,9 +109,10 @@ func newer(x, s uint32, n uint64) bool {
 
 // passResult says what one pass over one hook did.
 type passResult struct {
-	advanced bool // some position was decided
-	pushed   bool // some record went into the ring
-	pending  bool // positions remain undecided
+	decided  uint64 // positions decided
+	advanced bool   // some position was decided
+	pushed   bool   // some record went into the ring
+	pending  bool   // positions remain undecided
 }
 
 // pass holds what one drain pass needs besides the head.
@@ -183,7 +184,7 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 			}
 		}
 		var hole uint32
-		if k.dropNewest {
+		if k.dropNewest && equal != k.chunks {
 			hole = atomic.LoadUint32(&k.holes[j])
 		}
 		switch {
@@ -229,6 +230,7 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 				if ps.now.Sub(k.seenAt) < ps.tornTimeout {
 					res.pending = true
 					res.advanced = k.pos != from
+					res.decided = k.pos - from
 					k.publishLimit()
 					return res
 				}
@@ -245,6 +247,7 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 	}
 	k.publishLimit()
 	res.advanced = k.pos != from
+	res.decided = k.pos - from
 	return res
 }
 

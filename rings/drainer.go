@@ -35,6 +35,13 @@ const (
 	DefaultBatch     = 1024
 )
 
+// A pass that decides busyPass positions or more is followed by the next
+// one after busyPollInterval instead of the poll interval.
+const (
+	busyPass         = 1024
+	busyPollInterval = 20 * time.Microsecond
+)
+
 // Options configure a Drainer. Zero values take the defaults.
 type Options struct {
 	// Sink receives records and dumps (sinks.Multi fans out to several).
@@ -218,9 +225,15 @@ func (d *Drainer) pollLoop() {
 			default:
 			}
 		}
-		if res.advanced || res.pending {
+		switch {
+		case res.decided >= busyPass:
+			// A busy pass: the device is producing faster than one pass per
+			// poll interval drains; come back at once rather than let the
+			// buffers fill while sleeping.
+			interval = busyPollInterval
+		case res.advanced || res.pending:
 			interval = d.opts.PollInterval
-		} else {
+		default:
 			interval = min(2*interval, d.opts.IdlePollInterval)
 		}
 		t.Reset(interval)
@@ -242,6 +255,7 @@ func (d *Drainer) passAll(final bool, makeRoom func(*consumer)) passResult {
 		}
 		for h, k := range dv.consumers {
 			r := k.drain(dv.ctl[h], ps)
+			all.decided += r.decided
 			all.advanced = all.advanced || r.advanced
 			all.pushed = all.pushed || r.pushed
 			all.pending = all.pending || r.pending

@@ -108,7 +108,7 @@ func NewJSONL(dir string, header Header) (*JSONL, error) {
 		f.Close()
 		return nil, fmt.Errorf("opening the JSON lines output: %w", err)
 	}
-	j := &JSONL{path: path, f: f, w: bufio.NewWriterSize(f, 1<<16), hooks: map[*hookgen.HookInfo]*recordKeys{}}
+	j := &JSONL{path: path, f: f, w: bufio.NewWriterSize(f, 1<<20), hooks: map[*hookgen.HookInfo]*recordKeys{}}
 	if fi.Size() == 0 {
 		j.writeHeader(&header)
 		if err := j.w.Flush(); err != nil {

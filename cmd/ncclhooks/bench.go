@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	rates := fs.String("rates", "5e6,1e7,2e7,4e7,8e7", "event rates (events/s per device) for the zero-drop search")
 	ordinal := fs.Int("device", 0, "CUDA device")
 	outFile := fs.String("o", "", "also append the results (markdown) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sustained-rate runs (the drain) to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -59,7 +61,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		rateList = append(rateList, v)
 	}
 	var md strings.Builder
-	b := &bench{lib: lib, ordinal: *ordinal, md: &md, out: stdout}
+	b := &bench{lib: lib, ordinal: *ordinal, md: &md, out: stdout, cpuProfile: *cpuProfile}
 	if err := b.run(strings.Split(*profiles, ","), rateList); err != nil {
 		fmt.Fprintf(stderr, "ncclhooks bench: %v\n", err)
 		return 1
@@ -77,10 +79,11 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 }
 
 type bench struct {
-	lib     *nvrtc.Lib
-	ordinal int
-	md      *strings.Builder
-	out     io.Writer
+	lib        *nvrtc.Lib
+	ordinal    int
+	md         *strings.Builder
+	out        io.Writer
+	cpuProfile string
 }
 
 // emit prints a section to the terminal and to the markdown results.
@@ -165,6 +168,17 @@ func (b *bench) run(profiles []string, rates []float64) error {
 	cfg.FuncIDs = nil
 	for id := 0; id < harness.FuncCount(); id++ {
 		cfg.FuncIDs = append(cfg.FuncIDs, uint32(id))
+	}
+	if b.cpuProfile != "" {
+		f, err := os.Create(b.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	for _, lp := range loaded {
 		for _, rate := range rates {
@@ -271,9 +285,20 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 		dev.Close()
 		return nil, nil, err
 	}
+	// The resolver runs for every record: a table, as the plugin keeps one.
+	table := make([]string, harness.FuncCount())
+	for id := range table {
+		table[id] = harness.FuncName(uint32(id))
+	}
+	names := func(id uint32) string {
+		if int(id) < len(table) {
+			return table[id]
+		}
+		return fmt.Sprint(id)
+	}
 	sink := &lastDump{}
 	dr := rings.NewDrainer(rings.Options{Sink: sink, DumpInterval: time.Hour, RingCapacity: p.Output.RingCapacity,
-		FuncName: harness.FuncName})
+		FuncName: names})
 	if err := dr.Add(dev, m); err != nil {
 		dev.Close()
 		return nil, nil, err
