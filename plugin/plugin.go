@@ -38,9 +38,11 @@ type state struct {
 	profile  *config.Profile
 	module   *hookgen.Module
 	compiled backend.Compiled
-	compErr  error
 	devices  map[int]backend.Device
-	names    []string // function names by id, from ncclProfilerDevFuncName
+	// names are the function names by id, from ncclProfilerDevFuncName.
+	// Written once, before the first device is added to the drainer, whose
+	// goroutines read them (Drainer.Add orders the two).
+	names []string
 
 	drainer *rings.Drainer
 	sinks   []sinks.Sink
