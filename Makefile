@@ -49,7 +49,7 @@ demo: build
 	@echo "JSON lines written to out/demo:"; ls -l out/demo
 
 bench: build
-	NCCLHOOKS_PLUGIN=$(abspath $(PLUGIN)) $(GO) test -run '^$$' -bench . -benchtime 2s ./rings/ ./sinks/
+	NCCLHOOKS_PLUGIN=$(abspath $(PLUGIN)) $(GO) test -run '^$$' -bench . -benchtime 2s ./hookgen/ ./rings/ ./sinks/
 	$(CLI) bench
 
 clean:

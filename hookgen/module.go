@@ -241,31 +241,34 @@ func (l *Layout) Decode(payload []byte, out []Value) []Value {
 		if k == 0 {
 			k = kindOf(f.Type)
 		}
-		b := payload[f.Offset:]
-		v := Value{Type: f.Type}
+		o := f.Offset
+		v := &out[i]
+		if v.Type != f.Type { // values are reused record after record
+			v.Type = f.Type
+		}
+		v.U, v.I, v.F = 0, 0, 0
 		switch k {
 		case decU8:
-			v.U = uint64(b[0])
+			v.U = uint64(payload[o])
 		case decU16:
-			v.U = uint64(le.Uint16(b))
+			v.U = uint64(le.Uint16(payload[o:]))
 		case decU32:
-			v.U = uint64(le.Uint32(b))
+			v.U = uint64(le.Uint32(payload[o:]))
 		case decU64:
-			v.U = le.Uint64(b)
+			v.U = le.Uint64(payload[o:])
 		case decI8:
-			v.I = int64(int8(b[0]))
+			v.I = int64(int8(payload[o]))
 		case decI16:
-			v.I = int64(int16(le.Uint16(b)))
+			v.I = int64(int16(le.Uint16(payload[o:])))
 		case decI32:
-			v.I = int64(int32(le.Uint32(b)))
+			v.I = int64(int32(le.Uint32(payload[o:])))
 		case decI64:
-			v.I = int64(le.Uint64(b))
+			v.I = int64(le.Uint64(payload[o:]))
 		case decF32:
-			v.F = float64(math.Float32frombits(le.Uint32(b)))
+			v.F = float64(math.Float32frombits(le.Uint32(payload[o:])))
 		case decF64:
-			v.F = math.Float64frombits(le.Uint64(b))
+			v.F = math.Float64frombits(le.Uint64(payload[o:]))
 		}
-		out[i] = v
 	}
 	return out
 }

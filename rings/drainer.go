@@ -300,13 +300,20 @@ func (d *Drainer) deliver(k *consumer, upTo uint64) {
 		want := min(uint64(d.opts.Batch), upTo-k.popped)
 		d.recs = d.recs[:0]
 		n := k.ring.Consume(int(want), func(seq uint64, payload []byte) {
+			// Records and their values are reused batch after batch (the
+			// Sink contract): fill them in place.
 			i := len(d.recs)
-			r := sinks.Record{Hook: k.info, Device: k.device, Seq: seq}
-			r.Values = layout.Decode(payload, d.values[i*nf:i*nf:(i+1)*nf])
+			if i < cap(d.recs) {
+				d.recs = d.recs[:i+1]
+			} else {
+				d.recs = append(d.recs, sinks.Record{})
+			}
+			r := &d.recs[i]
+			r.Hook, r.Device, r.Seq, r.FuncName = k.info, k.device, seq, ""
+			r.Values = layout.Decode(payload, d.values[i*nf:(i+1)*nf:(i+1)*nf])
 			if k.funcField >= 0 {
 				r.FuncName = d.funcName(r.Values[k.funcField])
 			}
-			d.recs = append(d.recs, r)
 		})
 		if n == 0 {
 			return
