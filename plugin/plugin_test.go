@@ -20,19 +20,10 @@ import (
 var pluginPath string
 
 func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "ncclhooks-plugin")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		if pluginPath, err = testbuild.Plugin(dir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return m.Run()
-	}())
+	os.Exit(testbuild.Main(m, func(dir string) (err error) {
+		pluginPath, err = testbuild.Plugin(dir)
+		return err
+	}))
 }
 
 func buildDriver(t *testing.T) string {

@@ -21,19 +21,10 @@ import (
 var cliPath string
 
 func TestMain(m *testing.M) {
-	os.Exit(func() int {
-		dir, err := os.MkdirTemp("", "ncclhooks-cli")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		defer os.RemoveAll(dir)
-		if cliPath, err = testbuild.CLI(dir); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		return m.Run()
-	}())
+	os.Exit(testbuild.Main(m, func(dir string) (err error) {
+		cliPath, err = testbuild.CLI(dir)
+		return err
+	}))
 }
 
 func cli(t *testing.T, args ...string) (string, int) {

@@ -53,3 +53,21 @@ func goBuild(args ...string) error {
 	}
 	return nil
 }
+
+// Main runs a package's tests after setup has built what they need into a
+// temporary directory, removed afterwards. Use it from TestMain:
+//
+//	func TestMain(m *testing.M) { os.Exit(testbuild.Main(m, func(dir string) (err error) { ... })) }
+func Main(m interface{ Run() int }, setup func(dir string) error) int {
+	dir, err := os.MkdirTemp("", "ncclhooks-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := setup(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
