@@ -131,7 +131,8 @@ type Run struct {
 	Files   []*File
 	Profile string // header profile name (the first file's, with AllowMixed)
 	Hooks   map[string]*HookCounts
-	Stats   []DumpStats // every dump_stats line, in file order
+	Stats   []DumpStats             // every dump_stats line, in file order
+	Aggs    map[aggKey]*AggSnapshot // the latest snapshot of every aggregate, per file and device
 }
 
 // HookNames returns the hooks seen, sorted.
@@ -236,8 +237,8 @@ func Read(inputs []string, opts Options, onItem func(*WorkItem)) (*Run, error) {
 	for _, f := range run.Files {
 		records += f.Records
 	}
-	if records == 0 {
-		return nil, &InputError{Path: paths[0], Err: fmt.Errorf("%w in %d file(s): did the profile's hooks match any event?", ErrNoRecords, len(paths))}
+	if records == 0 && len(run.Aggs) == 0 {
+		return nil, &InputError{Path: paths[0], Err: fmt.Errorf("%w and no aggregates in %d file(s): did the profile's hooks match any event?", ErrNoRecords, len(paths))}
 	}
 	return run, nil
 }
@@ -380,6 +381,9 @@ func (r *reader) nested(f *File, line []byte, lineNo int) error {
 			return fmt.Errorf("first line is a %q line, not the header: not an ncclhooks JSON lines file", probe.Type)
 		}
 		return r.header(f, line)
+	}
+	if probe.Type == "aggregate" {
+		return r.aggregate(len(r.run.Files), line)
 	}
 	return nil
 }

@@ -126,11 +126,46 @@ func (r *Report) Write(w io.Writer, f Format, summary bool) error {
 			}
 		}
 	}
-	if len(g.rows) == 0 {
+	switch {
+	case len(g.rows) > 0:
+		if err := g.write(w, f); err != nil {
+			return err
+		}
+	case len(r.Aggregates) == 0:
 		_, err := io.WriteString(w, "no work items: the hooks record neither START/STOP pairs (phase, timestamp, workCounter) nor duration\n")
 		return err
 	}
-	return g.write(w, f)
+	if len(r.Aggregates) == 0 {
+		return nil
+	}
+	if len(g.rows) > 0 {
+		io.WriteString(w, "\n")
+	}
+	io.WriteString(w, "on-device aggregates (all devices and ranks merged; histogram quantiles are bucket upper bounds)\n\n")
+	a := grid{header: []string{"hook", "aggregate", "kind", "func", "channel", "count", "sum", "min", "max", "p50 <=", "p90 <=", "p99 <="}}
+	for _, ag := range r.Aggregates {
+		for _, row := range ag.Rows {
+			sum, mn, mx := "", "", ""
+			switch ag.Kind {
+			case "sum", "histogram":
+				sum = strconv.FormatFloat(row.Sum, 'f', -1, 64)
+			case "min":
+				mn = strconv.FormatFloat(row.Min, 'f', -1, 64)
+			case "max":
+				mx = strconv.FormatFloat(row.Max, 'f', -1, 64)
+			}
+			a.add(ag.Hook, ag.Name, ag.Kind, orAll(row.Func), orAll(row.Channel), strconv.FormatUint(row.Count, 10),
+				sum, mn, mx, row.P50, row.P90, row.P99)
+		}
+	}
+	return a.write(w, f)
+}
+
+func orAll(key string) string {
+	if key == "" {
+		return "all"
+	}
+	return key
 }
 
 func distCells(d Dist) []string {

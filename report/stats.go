@@ -58,6 +58,8 @@ type Report struct {
 	Files   int          `json:"files"`
 	Profile string       `json:"profile"`
 	Hooks   []HookReport `json:"hooks"`
+	// Aggregates are the on-device aggregates, merged over devices and ranks.
+	Aggregates []AggReport `json:"aggregates,omitempty"`
 }
 
 // HookReport is one hook's statistics.
@@ -142,6 +144,7 @@ func (c *Collector) Report(run *Run) *Report {
 		}
 		rep.Hooks = append(rep.Hooks, hr)
 	}
+	rep.Aggregates = aggReports(run)
 	return rep
 }
 

@@ -177,3 +177,48 @@ func TestDiffCatchesAPlantedSlowdown(t *testing.T) {
 		t.Errorf("an empty directory: exit %d, want 2:\n%s", code, out)
 	}
 }
+
+// An aggregate-only profile (latency per collective) reports from its
+// on-device histograms: every STOP of every device is counted once.
+func TestReportOfOnDeviceAggregates(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, "run", "../../examples/latency.yaml", "--backend", "cpu", "--out", dir,
+		"--devices", "2", "--comms", "2", "--channels", "4", "--items", "1000"); code != 0 {
+		t.Fatalf("run: exit %d:\n%s", code, out)
+	}
+	out, code := cli(t, "report", dir, "--json")
+	if code != 0 {
+		t.Fatalf("report: exit %d:\n%s", code, out)
+	}
+	var rep struct {
+		Aggregates []struct {
+			Name string `json:"name"`
+			Kind string `json:"kind"`
+			Rows []struct {
+				Func  string `json:"func"`
+				Count uint64 `json:"count"`
+				P50   string `json:"p50_le"`
+			} `json:"rows"`
+		} `json:"aggregates"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range rep.Aggregates {
+		if a.Name != "duration_ns" {
+			continue
+		}
+		var n uint64
+		for _, r := range a.Rows {
+			n += r.Count
+			if r.Func == "" || r.P50 == "" {
+				t.Errorf("row %+v lacks its function or p50", r)
+			}
+		}
+		if want := uint64(2 * 2 * 4 * 1000); n != want {
+			t.Errorf("histogram counts %d work items, want every STOP (%d)", n, want)
+		}
+		return
+	}
+	t.Fatalf("no duration_ns aggregate in:\n%.3000s", out)
+}

@@ -27,7 +27,9 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 Per hook, function and channel: work items, p50/p90/p99/max of their durations
 (START/STOP paired by device, channel and workCounter, or a recorded duration),
 channel skew (slowest minus fastest channel median), and the capture ratio
-records/(records+drops) from the final dump_stats. OUTPUT is a JSON lines file
+records/(records+drops) from the final dump_stats; then the on-device aggregates,
+merged over devices and ranks (histogram quantiles are the upper bounds of the
+buckets that hold them). OUTPUT is a JSON lines file
 or a dump directory (searched for *.jsonl); several ranks' files are merged.
 Exit status: 0 done, 2 usage or input error.
 

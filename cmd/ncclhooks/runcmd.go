@@ -67,10 +67,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg.OutputDir = *out
 	if cfg.OutputDir == "" {
+		// As inside a job: a relative dump_dir is relative to the
+		// process's working directory.
 		cfg.OutputDir = prof.Output.DumpDir
-		if !filepath.IsAbs(cfg.OutputDir) {
-			cfg.OutputDir = filepath.Join(filepath.Dir(profPath), cfg.OutputDir)
-		}
 	}
 	// The plugin reads its knobs when it is loaded, as it does inside NCCL.
 	os.Setenv("NCCL_HOOKS_PROFILE", profPath)
