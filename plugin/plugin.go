@@ -86,8 +86,8 @@ func (s *state) setup() {
 		return
 	}
 	if k.profile == "" {
-		s.inactive = "NCCL_HOOKS_PROFILE is not set"
-		ncclLog(logInfo, "ncclhooks: NCCL_HOOKS_PROFILE is not set: plugin loaded, inactive")
+		// Loaded as NCCL's profiler but given nothing to do: say so once.
+		s.disableLocked("NCCL_HOOKS_PROFILE is not set: the plugin is loaded but records nothing; set it to a hook profile (YAML)")
 		return
 	}
 	p, err := config.Load(k.profile)

@@ -241,7 +241,7 @@ func TestInactiveWithoutCrash(t *testing.T) {
 		warns int
 		want  string
 	}{
-		{"unset", nil, 0, ""},
+		{"unset", nil, 1, "NCCL_HOOKS_PROFILE is not set"},
 		{"missing", []string{"NCCL_HOOKS_PROFILE=" + filepath.Join(dir, "nope.yaml")}, 1, "nope.yaml"},
 		{"broken", []string{"NCCL_HOOKS_PROFILE=" + broken}, 1, "bogus"},
 		{"bad knob", []string{"NCCL_HOOKS_PROFILE=" + broken, "NCCL_HOOKS_BACKEND=tpu"}, 1, "NCCL_HOOKS_BACKEND"},
