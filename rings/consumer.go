@@ -3,6 +3,7 @@ package rings
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,9 +49,15 @@ type consumer struct {
 
 	bufferFull, overwritten, torn uint64
 
-	ring     *Ring
-	words    []uint64                 // one slot's words as loaded
-	setLimit func(limit uint64) error // writes this hook's limit word on its device
+	ring  *Ring
+	words []uint64 // one slot's words as loaded
+	// stage holds the slot words of positions [stageFrom, stageTo), loaded
+	// ahead of the ordered decisions by several goroutines at once (see
+	// fill); a stale staged word reads as "not written yet", as a slow
+	// load would.
+	stage              []uint64
+	stageFrom, stageTo uint64
+	setLimit           func(limit uint64) error // writes this hook's limit word on its device
 
 	// Delivery side.
 	popped                   uint64
@@ -152,6 +159,7 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 		return passResult{pending: k.head > k.pos}
 	}
 	k.head = head
+	k.stageTo = 0 // staged words are only good for the pass that loaded them
 	from := k.pos
 	if !k.dropNewest && head-k.pos > k.n {
 		// Lapped: the slots of [pos, head-N) already hold later positions.
@@ -171,10 +179,13 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 		}
 		// Load every word once; the stamp and the chunk of a word come from
 		// the same single-copy-atomic load, so a word is trusted on its own.
+		if p < k.stageFrom || p >= k.stageTo {
+			k.fill(p, head)
+		}
+		staged := k.stage[int(p-k.stageFrom)*k.chunks:]
 		equal, isNewer := 0, false
-		base := int(j) * k.chunks
 		for i := range k.words {
-			w := atomic.LoadUint64(&k.slots[base+i])
+			w := staged[i]
 			k.words[i] = w
 			switch x := uint32(w >> 32); {
 			case x == s:
@@ -221,7 +232,8 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 					// the device keeps producing is how a drain falls behind
 					// for good.
 					if k.spin(j, s, ps) {
-						continue // its record landed: decide p again
+						k.stageTo = 0 // the staged words are stale
+						continue      // its record landed: decide p again
 					}
 					k.bufferFull++
 					ps.drop(k, stageBufferFull, 1)
@@ -249,6 +261,51 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 	res.advanced = k.pos != from
 	res.decided = k.pos - from
 	return res
+}
+
+// Staging: positions loaded ahead per fill, and how many goroutines share a
+// large fill. The device writes the slots into host-mapped memory, so each
+// slot's first load misses the host's caches; loading many slots at once
+// overlaps those misses instead of taking them one by one.
+const (
+	stageMax       = 8192
+	stageParallel  = 4
+	stageSplitMore = 1024 // positions per goroutine before a fill is split
+)
+
+// fill stages the slot words of positions [p, min(head, p+stageMax)).
+func (k *consumer) fill(p, head uint64) {
+	n := min(head-p, stageMax)
+	if need := int(n) * k.chunks; cap(k.stage) < need {
+		k.stage = make([]uint64, stageMax*k.chunks)
+	}
+	k.stage = k.stage[:int(n)*k.chunks]
+	k.stageFrom, k.stageTo = p, p+n
+	load := func(from, to uint64) {
+		for q := from; q < to; q++ {
+			src := int(q&(k.n-1)) * k.chunks
+			dst := int(q-p) * k.chunks
+			for i := 0; i < k.chunks; i++ {
+				k.stage[dst+i] = atomic.LoadUint64(&k.slots[src+i])
+			}
+		}
+	}
+	workers := min(uint64(stageParallel), max(n/stageSplitMore, 1))
+	if workers == 1 {
+		load(p, p+n)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (n + workers - 1) / workers
+	for w := uint64(0); w < workers; w++ {
+		from, to := p+w*per, min(p+(w+1)*per, p+n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			load(from, to)
+		}()
+	}
+	wg.Wait()
 }
 
 // spin re-reads slot j until every word carries stamp s (true) or holeGrace
