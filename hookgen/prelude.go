@@ -54,18 +54,33 @@ typedef struct {
 } ncclProfilerDevEvent_t;
 
 #ifdef HK_GPU
-HK_FN hk_u64 hk_fetch_inc(hk_u64* p) { return atomicAdd((unsigned long long*)p, 1ULL); }
-/* The results of these are unused, so the compiler emits fire-and-forget reductions. */
-HK_FN void hk_red_add(hk_u64* p, hk_u64 v) { atomicAdd((unsigned long long*)p, (unsigned long long)v); }
-HK_FN void hk_red_add_f64(hk_u64* p, double v) { atomicAdd((double*)p, v); }
-HK_FN void hk_red_max(hk_u64* p, hk_u64 v) { atomicMax((unsigned long long*)p, (unsigned long long)v); }
-HK_FN hk_u64 hk_load64(const hk_u64* p) { return *(const volatile hk_u64*)p; }
-HK_FN hk_u32 hk_load32(const hk_u32* p) { return *(const volatile hk_u32*)p; }
-HK_FN void hk_store64(hk_u64* p, hk_u64 v) { *(volatile hk_u64*)p = v; }
-HK_FN void hk_store32(hk_u32* p, hk_u32 v) { *(volatile hk_u32*)p = v; }
+/* Every pointer the hook touches is global memory (device memory, or host-mapped memory
+   through its device address), but reaches the hook as a generic pointer: spelled with
+   .global, the accesses skip the generic-to-shared check and the atomics whose result is
+   unused become fire-and-forget reductions (red). */
+HK_FN hk_u64 hk_fetch_inc(hk_u64* p) {
+  hk_u64 r;
+  asm volatile("atom.global.add.u64 %0, [%1], 1;" : "=l"(r) : "l"(p) : "memory");
+  return r;
+}
+HK_FN void hk_red_add(hk_u64* p, hk_u64 v) { asm volatile("red.global.add.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory"); }
+HK_FN void hk_red_add_f64(hk_u64* p, double v) { asm volatile("red.global.add.f64 [%0], %1;" : : "l"(p), "d"(v) : "memory"); }
+HK_FN void hk_red_max(hk_u64* p, hk_u64 v) { asm volatile("red.global.max.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory"); }
+HK_FN hk_u64 hk_load64(const hk_u64* p) {
+  hk_u64 r;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(r) : "l"(p) : "memory");
+  return r;
+}
+HK_FN hk_u32 hk_load32(const hk_u32* p) {
+  hk_u32 r;
+  asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(r) : "l"(p) : "memory");
+  return r;
+}
+HK_FN void hk_store64(hk_u64* p, hk_u64 v) { asm volatile("st.volatile.global.u64 [%0], %1;" : : "l"(p), "l"(v) : "memory"); }
+HK_FN void hk_store32(hk_u32* p, hk_u32 v) { asm volatile("st.volatile.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory"); }
 /* p is 16-byte aligned: one vector store, each 8-byte half single-copy atomic. */
 HK_FN void hk_store64x2(hk_u64* p, hk_u64 a, hk_u64 b) {
-  asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" : : "l"(p), "l"(a), "l"(b) : "memory");
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" : : "l"(p), "l"(a), "l"(b) : "memory");
 }
 HK_FN hk_u32 hk_smid(void) { hk_u32 r; asm volatile("mov.u32 %0, %%smid;" : "=r"(r)); return r; }
 HK_FN hk_u32 hk_warpid(void) { hk_u32 r; asm volatile("mov.u32 %0, %%warpid;" : "=r"(r)); return r; }
