@@ -318,14 +318,7 @@ type lastDump struct {
 func (l *lastDump) Records([]sinks.Record) error { return nil }
 func (l *lastDump) Close() error                 { return nil }
 func (l *lastDump) Dump(d *sinks.Dump) error {
-	var t sinks.Stats
-	for _, s := range d.Stats {
-		t.Matched += s.Matched
-		t.Records += s.Records
-		t.Dropped += s.Dropped
-		t.DroppedBufferFull += s.DroppedBufferFull
-		t.DroppedRingFull += s.DroppedRingFull
-	}
+	t := rings.Summary{Stats: d.Stats}.Total()
 	l.mu.Lock()
 	l.st = t
 	l.mu.Unlock()

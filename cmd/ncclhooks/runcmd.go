@@ -34,7 +34,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: ncclhooks run PROFILE [flags]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(reorder(args)); err != nil {
+	if err := parseInterspersed(fs, args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 1 {
@@ -142,31 +142,4 @@ func defaultPlugin() string {
 		return "libnccl-profiler-hooks.so"
 	}
 	return filepath.Join(filepath.Dir(exe), "libnccl-profiler-hooks.so")
-}
-
-// reorder moves flags after positional arguments to the front, so
-// "run PROFILE --backend cpu" works like "run --backend cpu PROFILE".
-func reorder(args []string) []string {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if strings.HasPrefix(a, "-") && a != "-" {
-			flags = append(flags, a)
-			if !strings.Contains(a, "=") && i+1 < len(args) && !isBoolFlag(a) {
-				flags = append(flags, args[i+1])
-				i++
-			}
-			continue
-		}
-		pos = append(pos, a)
-	}
-	return append(flags, pos...)
-}
-
-func isBoolFlag(a string) bool {
-	switch strings.TrimLeft(a, "-") {
-	case "graph", "no-verify", "json", "markdown", "by-channel", "allow-mixed":
-		return true
-	}
-	return false
 }
