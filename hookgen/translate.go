@@ -174,10 +174,16 @@ func (t *translator) binary(n *ast.BinaryNode) (cexpr, error) {
 		if l.kind == kindBool || r.kind == kindBool {
 			return cexpr{}, t.errorf(n, "/ needs numbers, not %s and %s", l.kind, r.kind)
 		}
-		return cexpr{"(" + toFloat(l) + " / " + toFloat(r) + ")", kindFloat}, nil
+		// hk_div, not C's /: the compiler's division calls a subroutine, and the hook
+		// must make no calls (docs/ARCHITECTURE.md "Safe for every caller").
+		return cexpr{"hk_div(" + toFloat(l) + ", " + toFloat(r) + ")", kindFloat}, nil
 	case "%":
 		if l.kind != kindInt || r.kind != kindInt {
 			return cexpr{}, t.errorf(n, "%% needs integers, not %s and %s", l.kind, r.kind)
+		}
+		if k, ok := intConst(n.Right); ok && k != 0 && k != -1 {
+			// A constant divisor: C's %, which compiles to a multiplication.
+			return cexpr{"hk_mod_const(" + l.code + ", " + intLiteral(k) + ")", kindInt}, nil
 		}
 		return cexpr{"hk_mod(" + l.code + ", " + r.code + ")", kindInt}, nil
 	}
@@ -352,4 +358,19 @@ func describe(n ast.Node) string {
 	name := fmt.Sprintf("%T", n)
 	name = strings.TrimPrefix(name, "*ast.")
 	return strings.TrimSuffix(name, "Node") + " expression"
+}
+
+// intConst returns the value of an integer literal, negated or not.
+func intConst(n ast.Node) (int64, bool) {
+	switch n := n.(type) {
+	case *ast.IntegerNode:
+		return int64(n.Value), true
+	case *ast.UnaryNode:
+		if n.Operator == "-" {
+			if v, ok := intConst(n.Node); ok {
+				return -v, true
+			}
+		}
+	}
+	return 0, false
 }

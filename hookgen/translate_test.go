@@ -64,8 +64,10 @@ func TestTranslateRefuses(t *testing.T) {
 
 func TestTranslateSpelling(t *testing.T) {
 	for src, want := range map[string]string{
-		"workCounter % 8 == 0":   "(hk_mod(((hk_i64)ev->workCounter), (8LL)) == (0LL))",
-		"timestamp / 2":          "(((double)((hk_i64)ev->timestamp)) / ((double)(2LL)))",
+		"workCounter % 8 == 0":   "(hk_mod_const(((hk_i64)ev->workCounter), (8LL)) == (0LL))",
+		"workCounter % -1":       "hk_mod(((hk_i64)ev->workCounter), hk_neg((1LL)))",
+		"funcId % channelId":     "hk_mod(((hk_i64)ev->funcId), ((hk_i64)ev->channelId))",
+		"timestamp / 2":          "hk_div(((double)((hk_i64)ev->timestamp)), ((double)(2LL)))",
 		"phase == STOP or !true": "((((hk_i64)ev->phase) == (1LL)) || (!(1)))",
 		"-channelId + 1.5":       "(((double)hk_neg(((hk_i64)ev->channelId))) + (1.5e+00))",
 		`func startsWith "All"`:  "hk_in_funcset(cx, 0, ev->funcId)",
