@@ -41,15 +41,9 @@ const clockSrc = `extern "C" __global__ void ncclhooks_clock(unsigned long long*
 }
 `
 
-// HookOptions are the NVRTC options of every hook module.
-//
-// NCCL's kernel calls the hook through a pointer into another module, so no
-// linker sees both and sizes the caller's registers for the callee: a hook
-// that uses more registers than the calling kernel was given faults
-// (CUDA_ERROR_ILLEGAL_INSTRUCTION, seen on the H200 with small callers). The
-// cap keeps the hook within what real kernels have; ptxas -v puts the hook's
-// resource use in the build log, which Info reports.
-var HookOptions = []string{"--maxrregcount=32", "--ptxas-options=-v"}
+// HookOptions are the NVRTC options of every hook module, besides the
+// register cap (registerCaps): ptxas -v puts the resource lines in the log.
+var HookOptions = []string{"--ptxas-options=-v"}
 
 // Compiled is a hook module compiled once per process and architecture.
 type Compiled struct {
@@ -60,7 +54,12 @@ type Compiled struct {
 	// wholeProgram compiles without -rdc=true; tests use it to prove that
 	// Load refuses the module-relative address that results.
 	wholeProgram bool
-	options      []string // NVRTC options of the hook module
+	options      []string // NVRTC options of the hook module, without the register cap
+	budget       int      // registers a hook may use
+
+	// refused are the hooks left out of mod because they could fault NCCL's
+	// kernels (Compile regenerates the module without them).
+	refused []Refusal
 
 	mu     sync.Mutex
 	images map[string]*archImages // by architecture
@@ -69,6 +68,38 @@ type Compiled struct {
 
 type archImages struct {
 	hook, clock *nvrtc.Image
+	res         Resources // of the hook module's entry
+	regCap      int       // the --maxrregcount it was built with
+}
+
+// Refusal is a hook left out because it could fault the kernel calling it.
+type Refusal struct {
+	Hook string
+	Pos  config.Pos // the hook's position in the profile
+	Why  string     // what it needs, against the limits
+}
+
+func (r Refusal) String() string {
+	return fmt.Sprintf("%s: hook %q cannot be called safely from NCCL's kernels: %s", r.Pos, r.Hook, r.Why)
+}
+
+// UnsafeModuleError is a profile none of whose hooks can be called safely.
+type UnsafeModuleError struct {
+	Arch    string
+	Refused []Refusal
+	Whole   error // the whole module's check, when no single hook was to blame
+}
+
+func (e *UnsafeModuleError) Error() string {
+	var lines []string
+	for _, r := range e.Refused {
+		lines = append(lines, "  "+r.String())
+	}
+	if len(lines) == 0 && e.Whole != nil {
+		lines = append(lines, "  the hooks together: "+e.Whole.Error())
+	}
+	return fmt.Sprintf("gpu backend: the profile's hook module for %s could fault NCCL's kernels, so it is not handed to NCCL "+
+		"(simplify the hook: fewer fields, lets or aggregates; or split it into several hooks):\n%s", e.Arch, strings.Join(lines, "\n"))
 }
 
 // Compile compiles and links m for the architecture of device 0, without
@@ -78,10 +109,25 @@ type archImages struct {
 // compilation then happens at the first Load. cache may be nil. A compile
 // error is a *CompileError whose positions point into the profile.
 //
+// Every build is checked for what it asks of its caller (Resources.Check,
+// against budget registers; 0 means DefaultRegisterBudget). A hook that could
+// fault NCCL's kernels is left out, and the module regenerated without it:
+// Refused lists them, and Module is the module actually built. If no hook is
+// left, the error is an *UnsafeModuleError.
+//
 // extra NVRTC options (NCCL_HOOKS_NVRTC_OPTIONS) follow HookOptions.
-func Compile(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache, extra ...string) (backend.Compiled, error) {
-	c := newCompiled(m, lib, cache)
-	c.options = append(append([]string(nil), HookOptions...), extra...)
+func Compile(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache, budget int, extra ...string) (*Compiled, error) {
+	if budget == 0 {
+		budget = DefaultRegisterBudget
+	}
+	if budget < MinRegisterBudget || budget > 255 {
+		return nil, fmt.Errorf("gpu backend: a register budget of %d is outside %d..255 (NCCL_HOOKS_MAX_REGISTERS)", budget, MinRegisterBudget)
+	}
+	for _, o := range extra {
+		if strings.HasPrefix(o, "--maxrregcount") || strings.HasPrefix(o, "-maxrregcount") {
+			return nil, fmt.Errorf("gpu backend: NCCL_HOOKS_NVRTC_OPTIONS sets %q: the register cap follows the budget; set NCCL_HOOKS_MAX_REGISTERS instead", o)
+		}
+	}
 	n, err := lib.DeviceCount()
 	if err != nil {
 		return nil, err
@@ -89,6 +135,7 @@ func Compile(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache, extra ...str
 	if n == 0 {
 		return nil, errors.New("gpu backend: no CUDA device is visible (check CUDA_VISIBLE_DEVICES, or use NCCL_HOOKS_BACKEND=cpu)")
 	}
+	c := newCompiled(m, lib, cache, budget, extra)
 	if !lib.HasJitLink() {
 		return c, nil
 	}
@@ -96,17 +143,103 @@ func Compile(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache, extra ...str
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.imagesFor(arch, func(src string, opt nvrtc.CompileOptions) (*nvrtc.Image, error) {
-		return lib.Compile(arch, src, opt)
-	}); err != nil {
-		return nil, err
+	compile := func(src string, opt nvrtc.CompileOptions) (*nvrtc.Image, error) { return lib.Compile(arch, src, opt) }
+	_, err = c.imagesFor(arch, compile)
+	var whole *unsafeBuild
+	if !errors.As(err, &whole) {
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
-	return c, nil
+	return c.withoutUnsafeHooks(arch, compile, whole)
 }
 
-func newCompiled(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache) *Compiled {
-	return &Compiled{mod: m, lib: lib, cache: cache, images: map[string]*archImages{}}
+// withoutUnsafeHooks builds each hook alone to find the ones to blame, then
+// the module without them.
+func (c *Compiled) withoutUnsafeHooks(arch string, compile compileFunc, whole *unsafeBuild) (*Compiled, error) {
+	p := c.mod.Profile
+	var refused []Refusal
+	for _, h := range p.EnabledHooks() {
+		m, err := hookgen.Generate(withHooks(p, func(x *config.Hook) bool { return x == h }))
+		if err != nil {
+			return nil, err
+		}
+		one := newCompiled(m, c.lib, c.cache, c.budget, c.extraOptions())
+		var u *unsafeBuild
+		if _, err := one.imagesFor(arch, compile); errors.As(err, &u) {
+			refused = append(refused, Refusal{Hook: h.Name, Pos: h.Pos, Why: u.check.Error()})
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if len(refused) == 0 || len(refused) == len(p.EnabledHooks()) {
+		return nil, &UnsafeModuleError{Arch: arch, Refused: refused, Whole: whole.check}
+	}
+	out := map[string]bool{}
+	for _, r := range refused {
+		out[r.Hook] = true
+	}
+	m, err := hookgen.Generate(withHooks(p, func(x *config.Hook) bool { return !out[x.Name] }))
+	if err != nil {
+		return nil, err
+	}
+	rest := newCompiled(m, c.lib, c.cache, c.budget, c.extraOptions())
+	if _, err := rest.imagesFor(arch, compile); err != nil {
+		var u *unsafeBuild
+		if errors.As(err, &u) {
+			return nil, &UnsafeModuleError{Arch: arch, Refused: refused, Whole: u.check}
+		}
+		return nil, err
+	}
+	rest.refused = refused
+	return rest, nil
 }
+
+// withHooks is p with only the enabled hooks keep accepts still enabled.
+func withHooks(p *config.Profile, keep func(*config.Hook) bool) *config.Profile {
+	q := *p
+	q.Hooks = nil
+	for _, h := range p.Hooks {
+		hc := *h
+		hc.Enabled = h.Enabled && keep(h)
+		q.Hooks = append(q.Hooks, &hc)
+	}
+	return &q
+}
+
+// Refused lists the hooks left out of Module because they could fault the
+// kernel calling them.
+func (c *Compiled) Refused() []Refusal { return c.refused }
+
+// Resources is what the entry built for arch asks of its caller (zero if
+// arch was not built).
+func (c *Compiled) Resources(arch string) (Resources, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if imgs := c.images[arch]; imgs != nil {
+		return imgs.res, imgs.regCap
+	}
+	return Resources{}, 0
+}
+
+func (c *Compiled) extraOptions() []string { return c.options[len(HookOptions):] }
+
+func newCompiled(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache, budget int, extra []string) *Compiled {
+	return &Compiled{mod: m, lib: lib, cache: cache, budget: budget, images: map[string]*archImages{},
+		options: append(append([]string(nil), HookOptions...), extra...)}
+}
+
+type compileFunc func(string, nvrtc.CompileOptions) (*nvrtc.Image, error)
+
+// unsafeBuild: every register cap gave a module that could fault its caller;
+// check is the verdict at the budget itself.
+type unsafeBuild struct {
+	res   Resources
+	check error
+}
+
+func (u *unsafeBuild) Error() string { return "gpu backend: hook module: " + u.check.Error() }
 
 // Module is the generated module.
 func (c *Compiled) Module() *hookgen.Module { return c.mod }
@@ -127,22 +260,47 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 		return imgs, nil
 	}
 	// Relocatable and linked: the entry resolves to an absolute address
-	// that NCCL's kernels can call (DESIGN.md section 4).
-	opt := nvrtc.CompileOptions{Name: SourceName, Options: c.options, Cache: c.cache, Link: true, WholeProgram: c.wholeProgram}
-	hook, err := compile(c.mod.Source, opt)
-	if err != nil {
-		var ce *nvrtc.CompileError
-		if errors.As(err, &ce) {
-			return nil, traceError(c.mod, arch, ce)
+	// that NCCL's kernels can call (docs/ARCHITECTURE.md). The lowest
+	// register cap whose build is safe to call wins.
+	var hook *nvrtc.Image
+	var res Resources
+	var regCap int
+	var refused *unsafeBuild
+	for _, cap := range registerCaps(c.budget) {
+		opts := append(append([]string(nil), c.options...), fmt.Sprintf("--maxrregcount=%d", cap))
+		opt := nvrtc.CompileOptions{Name: SourceName, Options: opts, Cache: c.cache, Link: true, WholeProgram: c.wholeProgram}
+		img, err := compile(c.mod.Source, opt)
+		if err != nil {
+			var ce *nvrtc.CompileError
+			if errors.As(err, &ce) {
+				return nil, traceError(c.mod, arch, ce)
+			}
+			return nil, fmt.Errorf("gpu backend: compiling the hook module for %s: %w", arch, err)
 		}
-		return nil, fmt.Errorf("gpu backend: compiling the hook module for %s: %w", arch, err)
+		if c.wholeProgram { // tests: no linked image to check; Load refuses its address
+			hook, regCap = img, cap
+			break
+		}
+		r, err := EntryResources(img.Cubin)
+		if err != nil {
+			return nil, fmt.Errorf("gpu backend: %w", err)
+		}
+		if err := r.Check(c.budget); err != nil {
+			refused = &unsafeBuild{res: r, check: err}
+			continue
+		}
+		hook, res, regCap = img, r, cap
+		break
+	}
+	if hook == nil {
+		return nil, refused
 	}
 	// The clock kernel is called from no other module: whole-program code.
 	clock, err := compile(clockSrc, nvrtc.CompileOptions{Name: "ncclhooks_clock.cu", Cache: c.cache, WholeProgram: true})
 	if err != nil {
 		return nil, fmt.Errorf("gpu backend: compiling the clock kernel: %w", err)
 	}
-	imgs := &archImages{hook: hook, clock: clock}
+	imgs := &archImages{hook: hook, clock: clock, res: res, regCap: regCap}
 	c.images[arch] = imgs
 	major, minor := c.lib.NVRTCVersion()
 	how := fmt.Sprintf("%.1fms (link %.1fms)", ms(hook.CompileTime), ms(hook.LinkTime))
@@ -155,9 +313,8 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 	if hook.CacheHit {
 		how = fmt.Sprintf("cache hit, %.1fms", ms(hook.CompileTime))
 	}
-	if res := resources(hook.Log, hookgen.SymEntry); res != "" {
-		how += "; " + res
-	}
+	how += fmt.Sprintf("; %s (built with --maxrregcount=%d; callers need at least %d registers, budget %d)",
+		res, regCap, res.Registers, c.budget)
 	if hook.CacheRepaired != "" {
 		how += " (replaced a bad cache entry: " + hook.CacheRepaired + ")"
 	}
@@ -258,23 +415,4 @@ func (c *Compiled) Load(ordinal int) (backend.Device, error) {
 	}
 	d.LoadTime = time.Since(t0)
 	return d, nil
-}
-
-// resources extracts ptxas's resource lines for function fn from a build log
-// ("Used 24 registers", "0 bytes stack frame, 0 bytes spill stores, ...").
-func resources(log, fn string) string {
-	lines := strings.Split(log, "\n")
-	var out []string
-	for i, l := range lines {
-		if !strings.Contains(l, "Function properties for "+fn) && !strings.Contains(l, "Compiling entry function '"+fn+"'") {
-			continue
-		}
-		for _, next := range lines[i+1 : min(i+3, len(lines))] {
-			next = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(next), "ptxas info    :"))
-			if strings.Contains(next, "registers") || strings.Contains(next, "stack frame") {
-				out = append(out, next)
-			}
-		}
-	}
-	return strings.Join(out, "; ")
 }

@@ -5,20 +5,40 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/ncclhooks/ncclhooks/backend/gpu"
 	"github.com/ncclhooks/ncclhooks/config"
 	"github.com/ncclhooks/ncclhooks/hookgen"
+	"github.com/ncclhooks/ncclhooks/nvrtc"
 )
 
 func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, "usage: ncclhooks validate PROFILE...") }
-	if err := fs.Parse(args); err != nil {
+	arch := fs.String("arch", "", "GPU architecture to check the hooks for (default: device 0's, else sm_90)")
+	budget := fs.Int("max-registers", gpu.DefaultRegisterBudget, "registers a hook may use: those of the kernels that call it (NCCL_HOOKS_MAX_REGISTERS)")
+	noGPU := fs.Bool("no-gpu-check", false, "skip compiling the hooks with NVRTC to check registers, stack and calls")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: ncclhooks validate [flags] PROFILE...")
+		fs.PrintDefaults()
+	}
+	if err := parseInterspersed(fs, args); err != nil {
 		return 2
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
 		return 2
+	}
+	var lib *nvrtc.Lib
+	if !*noGPU {
+		var err error
+		if lib, err = nvrtc.Open(); err != nil {
+			fmt.Fprintf(stdout, "note: registers, stack and calls not checked: %v (the plugin checks them at init)\n", err)
+			lib = nil
+		} else if *arch == "" {
+			if *arch, err = lib.DeviceArch(0); err != nil {
+				*arch = "sm_90"
+			}
+		}
 	}
 	rc := 0
 	for _, path := range fs.Args() {
@@ -38,6 +58,25 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		for _, h := range m.Hooks {
 			fmt.Fprintf(stdout, "  %-20s record %2d B (%d fields), %d slots, %s, %d aggregates\n", h.Name,
 				h.Layout.Bytes, len(h.Layout.Fields), h.Slots, h.Overflow, len(h.Hook.Aggregates))
+		}
+		if lib == nil {
+			continue
+		}
+		checks, err := gpu.Verify(m, lib, *arch, *budget)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			rc = 1
+			continue
+		}
+		for _, c := range checks {
+			if c.Err != nil {
+				fmt.Fprintf(stderr, "%s: hook %q cannot be called safely from NCCL's kernels (%s, budget %d): %v\n",
+					c.Pos, c.Hook, *arch, *budget, c.Err)
+				rc = 1
+				continue
+			}
+			fmt.Fprintf(stdout, "  %-20s %s for %s: %s; callable from relocatable kernels with at least %d registers (budget %d)\n",
+				c.Hook, "checked", *arch, c.Resources, c.Resources.Registers, *budget)
 		}
 	}
 	return rc

@@ -1,0 +1,109 @@
+package gpu
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func readCubin(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestEntryResources(t *testing.T) {
+	for _, tc := range []struct {
+		cubin     string
+		regs      int
+		frame     bool
+		calls     string
+		addresses string
+	}{
+		{cubin: "ok.cubin", regs: 24},
+		{cubin: "div.cubin", frame: true, calls: "a subroutine (a compiler helper folded into the hook)"},
+		{cubin: "glob.cubin", regs: 24, addresses: "ncclhooks_ctl"},
+		{cubin: "regs.cubin", regs: 128, frame: true},
+	} {
+		r, err := EntryResources(readCubin(t, tc.cubin))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.cubin, err)
+		}
+		if tc.regs != 0 && r.Registers != tc.regs {
+			t.Errorf("%s: %d registers, want %d", tc.cubin, r.Registers, tc.regs)
+		}
+		if (r.FrameBytes > 0) != tc.frame {
+			t.Errorf("%s: frame %d bytes, want a frame: %v", tc.cubin, r.FrameBytes, tc.frame)
+		}
+		if got := strings.Join(r.Calls, ","); got != tc.calls {
+			t.Errorf("%s: calls %q, want %q", tc.cubin, got, tc.calls)
+		}
+		if got := strings.Join(r.Addresses, ","); got != tc.addresses {
+			t.Errorf("%s: addresses %q, want %q", tc.cubin, got, tc.addresses)
+		}
+		t.Logf("%s: %v", tc.cubin, r)
+	}
+}
+
+func TestResourcesCheck(t *testing.T) {
+	ok, err := EntryResources(readCubin(t, "ok.cubin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ok.Check(MinRegisterBudget); err != nil {
+		t.Errorf("a 24-register leaf hook is refused at budget %d: %v", MinRegisterBudget, err)
+	}
+	for name, want := range map[string][]string{
+		"div.cubin":  {"stack frame", "calls a subroutine"},
+		"glob.cubin": {"addresses the module symbol ncclhooks_ctl"},
+		"regs.cubin": {"needs 128 registers, over the budget of 96", "stack frame"},
+	} {
+		r, err := EntryResources(readCubin(t, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.Check(DefaultRegisterBudget)
+		var ue *UnsafeError
+		if !errors.As(err, &ue) {
+			t.Fatalf("%s: Check = %v, want an *UnsafeError", name, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", name, err, w)
+			}
+		}
+	}
+	if err := ok.Check(MinRegisterBudget - 1); err == nil || !strings.Contains(err.Error(), "needs 24 registers, over the budget of 23") {
+		t.Errorf("budget below the hook's registers: %v", err)
+	}
+}
+
+func TestEntryResourcesRefusesOtherELF(t *testing.T) {
+	if _, err := EntryResources([]byte("not an elf")); err == nil {
+		t.Error("garbage accepted")
+	}
+	exe, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Skip(err)
+	}
+	if _, err := EntryResources(exe); err == nil {
+		t.Errorf("a host executable: %v", err)
+	}
+}
+
+func TestRegisterCaps(t *testing.T) {
+	for budget, want := range map[int]string{96: "24 32 40 48 56 64 72 80 88 96", 40: "24 32 40", 24: "24", 30: "24 30"} {
+		var got []string
+		for _, c := range registerCaps(budget) {
+			got = append(got, strconv.Itoa(c))
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("registerCaps(%d) = %v, want %s", budget, got, want)
+		}
+	}
+}
