@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/ncclhooks/ncclhooks/internal/gputest"
 )
 
 // openGPU opens device 0 or skips the test where there is no usable GPU.
@@ -15,11 +17,11 @@ func openGPU(t *testing.T) *Device {
 	t.Helper()
 	lib, err := Open()
 	if err != nil {
-		t.Skipf("no GPU: %v", err)
+		gputest.Skip(t, "no GPU: %v", err)
 	}
 	n, err := lib.DeviceCount()
 	if err != nil || n == 0 {
-		t.Skipf("no GPU: %d CUDA devices (%v)", n, err)
+		gputest.Skip(t, "no GPU: %d CUDA devices (%v)", n, err)
 	}
 	d, err := lib.Device(0)
 	if err != nil {

@@ -3,7 +3,6 @@ package gpu
 import (
 	"encoding/binary"
 	"errors"
-	harnessgpu "github.com/ncclhooks/ncclhooks/harness/gpu"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -11,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	harnessgpu "github.com/ncclhooks/ncclhooks/harness/gpu"
 	"github.com/ncclhooks/ncclhooks/hookgen"
 	"github.com/ncclhooks/ncclhooks/hookgen/hooktest"
+	"github.com/ncclhooks/ncclhooks/internal/gputest"
 	"github.com/ncclhooks/ncclhooks/nvrtc"
 )
 
@@ -87,10 +88,10 @@ func openLib(t *testing.T) *nvrtc.Lib {
 	t.Helper()
 	lib, err := nvrtc.Open()
 	if err != nil {
-		t.Skipf("no GPU: %v", err)
+		gputest.Skip(t, "no GPU: %v", err)
 	}
 	if n, err := lib.DeviceCount(); err != nil || n == 0 {
-		t.Skipf("no GPU: %d CUDA devices (%v)", n, err)
+		gputest.Skip(t, "no GPU: %d CUDA devices (%v)", n, err)
 	}
 	return lib
 }
@@ -104,10 +105,15 @@ type played struct {
 
 func loadWithCaller(t *testing.T, lib *nvrtc.Lib, m *hookgen.Module, cache *nvrtc.Cache) *played {
 	t.Helper()
-	comp, err := Compile(m, lib, cache)
+	comp, err := Compile(m, lib, cache, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return loadCompiled(t, comp)
+}
+
+func loadCompiled(t *testing.T, comp *Compiled) *played {
+	t.Helper()
 	bd, err := comp.Load(0)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +129,7 @@ func (p *played) run(t *testing.T, blocks, n int) {
 	t.Helper()
 	cfg := harnessgpu.Config{Comms: 1, Channels: blocks, Launches: 1, Batches: n / 4, ItemsPerBatch: 4,
 		BytesPerItem: 16, FuncIDs: []uint32{7}, Replays: 1}
-	if _, err := harnessgpu.Run(p.dev.d, uint64(p.dev.Entry()), uint64(p.dev.Ctx()), cfg); err != nil {
+	if _, err := harnessgpu.Run(p.dev.d, uint64(p.dev.Entry()), []uint64{uint64(p.dev.Ctx())}, cfg); err != nil {
 		t.Fatalf("the caller module calling the resolved hook: %v", err)
 	}
 }
@@ -234,7 +240,7 @@ func TestGPUGeneratedHookCalledFromAnotherModule(t *testing.T) {
 
 func TestGPUWholeProgramIsRefused(t *testing.T) {
 	lib := openLib(t)
-	c := newCompiled(allEventsModule(t, 64), lib, nil)
+	c := newCompiled(allEventsModule(t, 64), lib, nil, DefaultRegisterBudget, nil)
 	c.wholeProgram = true
 	d, err := c.Load(0)
 	if err == nil {
@@ -254,11 +260,11 @@ func TestGPUCacheAndCompileErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := allEventsModule(t, 64)
-	cold, err := Compile(m, lib, cache)
+	cold, err := Compile(m, lib, cache, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	warm, err := Compile(m, lib, cache)
+	warm, err := Compile(m, lib, cache, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +280,7 @@ func TestGPUCacheAndCompileErrors(t *testing.T) {
 	lines[span.Start-1] += " int hk_broken = ;"
 	bad := *m
 	bad.Source = strings.Join(lines, "\n")
-	_, err = Compile(&bad, lib, nil)
+	_, err = Compile(&bad, lib, nil, 0)
 	var ce *CompileError
 	if !errors.As(err, &ce) {
 		t.Fatalf("err = %v, want a *CompileError", err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ncclhooks/ncclhooks/internal/gputest"
 	"github.com/ncclhooks/ncclhooks/nvrtc"
 )
 
@@ -72,7 +73,7 @@ func gpuFixture(t *testing.T) *fixture {
 		shared = f
 	})
 	if skipReason != "" {
-		t.Skip("GPU test skipped: " + skipReason)
+		gputest.Skip(t, "%s", skipReason)
 	}
 	if setupErr != nil {
 		t.Fatalf("GPU harness setup: %v", setupErr)
@@ -183,7 +184,7 @@ func checkEvents(t *testing.T, cfg *Config, res *Result) {
 func TestRunNopAndNullHook(t *testing.T) {
 	f := gpuFixture(t)
 	cfg := DefaultConfig()
-	res, err := Run(f.dev, f.nop.Entry, 0, cfg)
+	res, err := Run(f.dev, f.nop.Entry, nil, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
