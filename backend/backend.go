@@ -5,7 +5,16 @@
 // driver) implement it; the drain in package rings only sees this interface.
 package backend
 
-import "github.com/ncclhooks/ncclhooks/hookgen"
+import (
+	"errors"
+
+	"github.com/ncclhooks/ncclhooks/hookgen"
+)
+
+// ErrShutdown is what a Device's calls fail with once the process is shutting
+// the device down under it (the CUDA driver deinitialises at exit): not a
+// fault, nothing more can be read.
+var ErrShutdown = errors.New("the device's driver is shut down (process exit)")
 
 // Device is one generated module loaded for one device. All methods are safe
 // for concurrent use by one drainer goroutine while hooks run.
@@ -15,8 +24,13 @@ type Device interface {
 	// Entry is the address of ncclhooks_entry that NCCL (or the harness)
 	// calls: a device address on the GPU, a host function on the CPU.
 	Entry() uintptr
-	// Ctx is the devCtx handed to NCCL with Entry.
+	// Ctx is the devCtx of the device's first communicator (comm 0).
 	Ctx() uintptr
+	// CommCtx returns the devCtx for the device's communicator comm (0, 1,
+	// ... in the order they asked for a hook): a copy of the context whose
+	// comm field says which one it is. Every communicator shares the module
+	// and the buffers; the contexts live until Close.
+	CommCtx(comm int) (uintptr, error)
 	// Slots is a host-readable view of hook h's N*SlotWords record words.
 	// Read it only with atomic loads: the producers write it concurrently.
 	Slots(h int) []uint64

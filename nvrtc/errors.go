@@ -5,7 +5,10 @@ package nvrtc
 */
 import "C"
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Error is a failed CUDA driver, NVRTC or nvJitLink call.
 type Error struct {
@@ -13,6 +16,21 @@ type Error struct {
 	Code int    // its result code
 	Name string // e.g. "CUDA_ERROR_INVALID_IMAGE" (driver only)
 	Desc string // the library's description of Code
+
+	isDriver bool // a CUDA driver call (not NVRTC or nvJitLink)
+}
+
+// ErrDeinitialized is CUDA_ERROR_DEINITIALIZED: the driver is shutting down,
+// as it does at process exit. Calls fail with an *Error that Is it.
+var ErrDeinitialized = errors.New("the CUDA driver is shutting down")
+
+// cudaErrorDeinitialized is CUDA_ERROR_DEINITIALIZED.
+const cudaErrorDeinitialized = 4
+
+// Is makes errors.Is(err, ErrDeinitialized) true for a driver call that
+// failed because the driver is shutting down.
+func (e *Error) Is(target error) bool {
+	return target == ErrDeinitialized && e.isDriver && e.Code == cudaErrorDeinitialized
 }
 
 func (e *Error) Error() string {
@@ -35,7 +53,7 @@ func cuErr(op string, r C.int) error {
 	if r == missing {
 		return &Error{Op: op, Code: int(r), Desc: "not exported by the loaded CUDA driver: update the NVIDIA driver"}
 	}
-	e := &Error{Op: op, Code: int(r)}
+	e := &Error{Op: op, Code: int(r), isDriver: true}
 	if s := C.hk_cuErrorName(r); s != nil {
 		e.Name = C.GoString(s)
 	}

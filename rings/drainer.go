@@ -3,6 +3,7 @@ package rings
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,10 @@ type device struct {
 	consumers []*consumer
 	ctlErr    bool // a failed ReadCtl was logged
 	aggErr    bool // a failed ReadAgg or decode was logged
+	// lastHeads are the heads of the last successful read; settledHeads
+	// those of the last final pass (nil before one).
+	lastHeads, settledHeads []uint64
+	shutdownLogged          bool // the driver's shutdown was logged
 }
 
 // NewDrainer starts a drainer with no devices.
@@ -249,9 +254,13 @@ func (d *Drainer) passAll(final bool, makeRoom func(*consumer)) passResult {
 		if err := dv.dev.ReadCtl(dv.ctl); err != nil {
 			if !dv.ctlErr {
 				dv.ctlErr = true
-				d.log(LogWarn, fmt.Sprintf("ncclhooks: device %d: reading buffer heads failed, its records are not drained: %v", dv.ordinal, err))
+				d.logReadFailure(dv, "buffer heads", err)
 			}
 			continue
+		}
+		dv.lastHeads = append(dv.lastHeads[:0], dv.ctl[:len(dv.consumers)]...)
+		if final {
+			dv.settledHeads = append(dv.settledHeads[:0], dv.lastHeads...)
 		}
 		for h, k := range dv.consumers {
 			r := k.drain(dv.ctl[h], ps)
@@ -400,7 +409,7 @@ func (d *Drainer) aggSnapshots(dv *device, now int64, final bool) []sinks.AggSna
 	if err := dv.dev.ReadAgg(dv.agg); err != nil {
 		if !dv.aggErr {
 			dv.aggErr = true
-			d.log(LogWarn, fmt.Sprintf("ncclhooks: device %d: reading aggregates failed, their snapshots are left out: %v", dv.ordinal, err))
+			d.logReadFailure(dv, "aggregates", err)
 		}
 		return nil
 	}
@@ -476,6 +485,36 @@ func (d *Drainer) Settle() Summary {
 	d.passAll(true, func(k *consumer) { d.deliver(k, ^uint64(0)) })
 	d.passMu.Unlock()
 	return Summary{Stats: d.dump(true).Stats}
+}
+
+// logReadFailure logs, once per device, that it can no longer be read. At
+// process exit the CUDA driver shuts down under the drainer: after a final
+// dump with nothing new since, that is expected and only worth an INFO line;
+// before one, records may be lost, which is worth a WARN.
+func (d *Drainer) logReadFailure(dv *device, what string, err error) {
+	if errors.Is(err, backend.ErrShutdown) {
+		if dv.shutdownLogged {
+			return
+		}
+		dv.shutdownLogged = true
+		if d.settledClean(dv) {
+			d.log(LogInfo, fmt.Sprintf("ncclhooks: device %d: the CUDA driver shut down (process exit) after the final dump: draining stopped, nothing was lost", dv.ordinal))
+			return
+		}
+		d.log(LogWarn, fmt.Sprintf("ncclhooks: device %d: the CUDA driver shut down (process exit) before the last communicator was finalized: records since the last dump are not in the output (%v)", dv.ordinal, err))
+		return
+	}
+	if what == "aggregates" {
+		d.log(LogWarn, fmt.Sprintf("ncclhooks: device %d: reading aggregates failed, their snapshots are left out: %v", dv.ordinal, err))
+		return
+	}
+	d.log(LogWarn, fmt.Sprintf("ncclhooks: device %d: reading %s failed, its records are not drained: %v", dv.ordinal, what, err))
+}
+
+// settledClean reports whether a final dump covered every position the
+// device's hooks had reserved when the drainer last read them.
+func (d *Drainer) settledClean(dv *device) bool {
+	return dv.settledHeads != nil && slices.Equal(dv.settledHeads, dv.lastHeads)
 }
 
 // noteDrop logs the first drop of the process (passMu held).

@@ -388,3 +388,50 @@ func TestOneWarningPerProcess(t *testing.T) {
 		t.Errorf("want one WARN naming the stage and the buffer's profile position, got %q", logs.lines)
 	}
 }
+
+// TestDriverShutdownAtExit: the CUDA driver shuts down under the drainer at
+// process exit. After a final dump with nothing new since, that is one INFO
+// line and no WARN (upstream systems alert on WARN); before one, records can
+// be lost, and that is one WARN.
+func TestDriverShutdownAtExit(t *testing.T) {
+	for _, settled := range []bool{true, false} {
+		logs := &logRecorder{}
+		m := testModule(testHook("h", 16, config.DropNewest))
+		dev := newFakeDevice(0, m)
+		d := NewDrainer(Options{Log: logs.log, PollInterval: time.Millisecond, DumpInterval: 2 * time.Millisecond})
+		if err := d.Add(dev, m); err != nil {
+			t.Fatal(err)
+		}
+		for range 8 {
+			pos, _ := dev.reserve(0)
+			dev.write(0, pos, testPayload(pos), 6, 0)
+		}
+		if settled {
+			if st := d.Settle().Total(); st.Records != 8 {
+				t.Fatalf("settle: %+v", st)
+			}
+		}
+		dev.shut.Store(true)
+		time.Sleep(50 * time.Millisecond) // many polls and dumps against the shut-down driver
+		d.Close()
+		logs.mu.Lock()
+		var shutdown []string
+		for _, l := range logs.lines {
+			if strings.Contains(l, "shut down") || strings.Contains(l, "failed") {
+				shutdown = append(shutdown, l)
+			}
+		}
+		warns := logs.warns
+		logs.mu.Unlock()
+		if len(shutdown) != 1 {
+			t.Errorf("settled %v: want one line about the shutdown, got %q", settled, shutdown)
+			continue
+		}
+		if settled && (warns != 0 || !strings.Contains(shutdown[0], "nothing was lost")) {
+			t.Errorf("settled: %d WARNs, line %q; want an INFO saying nothing was lost", warns, shutdown[0])
+		}
+		if !settled && (warns != 1 || !strings.Contains(shutdown[0], "before the last communicator was finalized")) {
+			t.Errorf("not settled: %d WARNs, line %q; want one WARN", warns, shutdown[0])
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ncclhooks/ncclhooks/backend"
 	"github.com/ncclhooks/ncclhooks/config"
 	"github.com/ncclhooks/ncclhooks/hookgen"
 	"github.com/ncclhooks/ncclhooks/sinks"
@@ -23,6 +24,16 @@ type fakeDevice struct {
 	holes [][]uint32
 	ctl   []uint64
 	agg   []uint64
+	// shut makes every read fail as a CUDA driver does once it shut down at
+	// process exit.
+	shut atomic.Bool
+}
+
+func (f *fakeDevice) shutdownErr() error {
+	if f.shut.Load() {
+		return fmt.Errorf("%w: nvrtc: cuMemcpyDtoHAsync: error 4", backend.ErrShutdown)
+	}
+	return nil
 }
 
 func newFakeDevice(ord int, m *hookgen.Module) *fakeDevice {
@@ -37,6 +48,7 @@ func newFakeDevice(ord int, m *hookgen.Module) *fakeDevice {
 func (f *fakeDevice) Ordinal() int                   { return f.ord }
 func (f *fakeDevice) Entry() uintptr                 { return 0 }
 func (f *fakeDevice) Ctx() uintptr                   { return 0 }
+func (f *fakeDevice) CommCtx(int) (uintptr, error)   { return 0, nil }
 func (f *fakeDevice) Slots(h int) []uint64           { return f.slots[h] }
 func (f *fakeDevice) Holes(h int) []uint32           { return f.holes[h] }
 func (f *fakeDevice) Close() error                   { return nil }
@@ -46,6 +58,9 @@ func (f *fakeDevice) Clock() (uint64, uint64, error) {
 }
 
 func (f *fakeDevice) ReadCtl(dst []uint64) error {
+	if err := f.shutdownErr(); err != nil {
+		return err
+	}
 	for i := range dst {
 		dst[i] = atomic.LoadUint64(&f.ctl[i])
 	}
@@ -58,6 +73,9 @@ func (f *fakeDevice) WriteLimit(h int, limit uint64) error {
 }
 
 func (f *fakeDevice) ReadAgg(dst []uint64) error {
+	if err := f.shutdownErr(); err != nil {
+		return err
+	}
 	for i := range dst {
 		dst[i] = atomic.LoadUint64(&f.agg[i])
 	}

@@ -28,6 +28,9 @@ type Device struct {
 	stream   *nvrtc.Stream // private, non-blocking: all host<->device traffic
 
 	entry, ctx  uint64
+	ctxAddrs    hookgen.CtxAddrs // what ncclhooks_ctx holds, for the per-communicator copies
+	commMu      sync.Mutex
+	commCtx     []uint64 // device copies for communicators 1, 2, ... (comm 0 uses ncclhooks_ctx)
 	ctl, agg    uint64
 	funcSets    uint64
 	funcSetsLen int // words of ncclhooks_funcsets
@@ -108,7 +111,7 @@ func (d *Device) load(imgs *archImages) error {
 	if d.ctx, size, err = d.mod.Global(hookgen.SymCtx); err != nil {
 		return err
 	}
-	ctxBytes := m.EncodeCtx(hookgen.CtxAddrs{
+	d.ctxAddrs = hookgen.CtxAddrs{
 		Device:   d.d.Ordinal,
 		Ctl:      uintptr(d.ctl),
 		Agg:      uintptr(d.agg),
@@ -116,7 +119,8 @@ func (d *Device) load(imgs *archImages) error {
 		Pairs:    uintptr(pairs),
 		Slots:    slotsDev,
 		Holes:    holesDev,
-	})
+	}
+	ctxBytes := m.EncodeCtx(d.ctxAddrs)
 	if size < uint64(len(ctxBytes)) {
 		return fmt.Errorf("%s is %d bytes, the module description says %d: source and description disagree", hookgen.SymCtx, size, len(ctxBytes))
 	}
@@ -168,6 +172,38 @@ func (d *Device) Entry() uintptr { return uintptr(d.entry) }
 // Ctx is the device address of ncclhooks_ctx, the devCtx handed to NCCL.
 func (d *Device) Ctx() uintptr { return uintptr(d.ctx) }
 
+// CommCtx returns the devCtx of communicator comm: ncclhooks_ctx for comm 0,
+// a copy in device memory with its comm field set for the others.
+func (d *Device) CommCtx(comm int) (uintptr, error) {
+	if comm < 0 {
+		return 0, fmt.Errorf("gpu backend: communicator index %d", comm)
+	}
+	if comm == 0 {
+		return uintptr(d.ctx), nil
+	}
+	d.commMu.Lock()
+	defer d.commMu.Unlock()
+	for len(d.commCtx) < comm {
+		a := d.ctxAddrs
+		a.Comm = len(d.commCtx) + 1
+		b := d.c.mod.EncodeCtx(a)
+		p, err := d.d.Alloc(len(b))
+		if err != nil {
+			return 0, fmt.Errorf("gpu backend: context for communicator %d: %w", a.Comm, err)
+		}
+		err = d.d.CopyHtoD(p, b, d.stream)
+		if err == nil {
+			err = d.stream.Sync() // written before NCCL can launch with it
+		}
+		if err != nil {
+			d.d.Free(p)
+			return 0, fmt.Errorf("gpu backend: writing the context of communicator %d: %w", a.Comm, err)
+		}
+		d.commCtx = append(d.commCtx, p)
+	}
+	return uintptr(d.commCtx[comm-1]), nil
+}
+
 // Slots is the host view of hook h's record words (host-mapped memory).
 func (d *Device) Slots(h int) []uint64 { return d.slots[h] }
 
@@ -188,7 +224,16 @@ func (d *Device) ReadCtl(dst []uint64) error {
 	if len(dst) < n {
 		return fmt.Errorf("gpu backend: ReadCtl needs %d words, got %d", n, len(dst))
 	}
-	return d.d.CopyDtoH(asBytes(dst[:n]), d.ctl, d.stream)
+	return shutdown(d.d.CopyDtoH(asBytes(dst[:n]), d.ctl, d.stream))
+}
+
+// shutdown marks an error of a driver that is shutting down (process exit)
+// as backend.ErrShutdown.
+func shutdown(err error) error {
+	if errors.Is(err, nvrtc.ErrDeinitialized) {
+		return fmt.Errorf("%w: %v", backend.ErrShutdown, err)
+	}
+	return err
 }
 
 // WriteLimit sets hook h's limit word (drop_newest).
@@ -207,7 +252,7 @@ func (d *Device) ReadAgg(dst []uint64) error {
 	if len(dst) < n {
 		return fmt.Errorf("gpu backend: ReadAgg needs %d words, got %d", n, len(dst))
 	}
-	return d.d.CopyDtoH(asBytes(dst[:n]), d.agg, d.stream)
+	return shutdown(d.d.CopyDtoH(asBytes(dst[:n]), d.agg, d.stream))
 }
 
 // WriteFuncSets fills ncclhooks_funcsets; sets[i] has FuncSetWords words.
@@ -273,6 +318,12 @@ func (d *Device) Close() error {
 	for _, p := range d.host {
 		errs = append(errs, d.d.FreeHost(p))
 	}
+	d.commMu.Lock()
+	for _, p := range d.commCtx {
+		errs = append(errs, d.d.Free(p))
+	}
+	d.commCtx = nil
+	d.commMu.Unlock()
 	d.host, d.slots, d.holes = nil, nil, nil
 	if d.stream != nil {
 		errs = append(errs, d.stream.Destroy())
