@@ -77,6 +77,7 @@ var Catalog = []CatalogEntry{
 	{"clock", U64, KindIntrinsic, "the multiprocessor's cycle counter at the hook (clock64)"},
 	{"globaltimer", U64, KindIntrinsic, "device globaltimer read at the hook, ns"},
 	{"cudaDev", U32, KindIntrinsic, "CUDA device ordinal the hook runs on"},
+	{"comm", U32, KindIntrinsic, "the communicator's index on its device (0, 1, ... in the order NCCL asked for hooks); the output's comm lines name each one"},
 	{"duration", U64, KindDerived, "at STOP: this STOP's timestamp minus the START timestamp of the same work item on the same block, ns; 0 at START or when no START was seen"},
 	{"paired", Bool, KindDerived, "at STOP: true when duration found its START"},
 	{"func", Str, KindName, "function name (\"AllReduce_Sum_f32_RING_LL\"): only in name predicates, resolved at init"},

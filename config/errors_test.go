@@ -9,9 +9,9 @@ import (
 // header is a valid profile start; a hook follows at line 4.
 const header = "version: 1\nname: t\nhooks:\n"
 
-const knownFields = "timestamp, workCounter, funcId, channelId, phase, smid, clock, globaltimer, cudaDev, duration, paired"
+const knownFields = "timestamp, workCounter, funcId, channelId, phase, smid, clock, globaltimer, cudaDev, comm, duration, paired"
 
-const knownNames = "timestamp, workCounter, funcId, channelId, phase, smid, clock, globaltimer, cudaDev, duration, paired, START, STOP"
+const knownNames = "timestamp, workCounter, funcId, channelId, phase, smid, clock, globaltimer, cudaDev, comm, duration, paired, START, STOP"
 
 // TestBrokenProfiles checks, for each broken profile, every message Parse
 // reports and its line:col, in order.

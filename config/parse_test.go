@@ -328,7 +328,8 @@ func TestLoadMissingFile(t *testing.T) {
 }
 
 // TestExampleAllEvents: the demo profile records every event with the five
-// event fields, in order, into a 65536-slot drop_newest buffer (3 ms of slack for the drain at 20M events/s).
+// event fields, in order, and the communicator index, into a 65536-slot
+// drop_newest buffer (3 ms of slack for the drain at 20M events/s).
 func TestExampleAllEvents(t *testing.T) {
 	p, err := Load("../examples/all-events.yaml")
 	if err != nil {
@@ -344,11 +345,17 @@ func TestExampleAllEvents(t *testing.T) {
 	var names []string
 	for _, f := range h.Fields {
 		names = append(names, f.Name)
+		if f.Source == "comm" {
+			if f.Type != U8 {
+				t.Errorf("field comm stored as %s, want u8", f.Type)
+			}
+			continue
+		}
 		if e, ok := Lookup(f.Source); !ok || e.Kind != KindEvent || f.Type != e.Type {
 			t.Errorf("field %s: source %s of type %s, want an event field at its own type", f.Name, f.Source, f.Type)
 		}
 	}
-	if want := []string{"timestamp", "workCounter", "funcId", "channelId", "phase"}; !reflect.DeepEqual(names, want) {
+	if want := []string{"timestamp", "workCounter", "funcId", "channelId", "phase", "comm"}; !reflect.DeepEqual(names, want) {
 		t.Errorf("fields = %v, want %v", names, want)
 	}
 	if h.Buffer.Slots != 65536 || h.Buffer.Overflow != DropNewest {

@@ -76,7 +76,7 @@ func deviceValues(evs []Event, device int) []map[string]any {
 		env := map[string]any{
 			"timestamp": int(e.Timestamp), "workCounter": int(e.WorkCounter), "funcId": int(e.FuncID),
 			"channelId": int(e.Channel), "phase": int(e.Phase), "func": FuncName(e.FuncID),
-			"START": 0, "STOP": 1, "cudaDev": device, "duration": 0, "paired": false,
+			"START": 0, "STOP": 1, "cudaDev": device, "comm": e.Comm, "duration": 0, "paired": false,
 		}
 		k := item{e.Channel, e.WorkCounter}
 		if e.Phase == 0 {
@@ -106,7 +106,7 @@ func hostComputable(x *config.Expr, lets map[string]bool) bool {
 		if lets[name] || isConst {
 			return
 		}
-		if !found || e.Kind == config.KindIntrinsic && name != "cudaDev" {
+		if !found || e.Kind == config.KindIntrinsic && name != "cudaDev" && name != "comm" {
 			ok = false
 		}
 	}))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -28,7 +27,9 @@ type Summary struct {
 	OutputFile    string
 	Rows          []Row
 	Aggs          []AggCheck
-	Log           string // what the plugin logged through the NCCL logger
+	Problems      []string // about the run as a whole (contexts, comm lines)
+	Refused       []string // hooks the plugin left out as unsafe to call, with why
+	Log           string   // what the plugin logged through the NCCL logger
 }
 
 // Row is one hook on one device.
@@ -48,6 +49,9 @@ type Row struct {
 
 // OK reports whether every row's accounting and every aggregate is exact.
 func (s *Summary) OK() bool {
+	if len(s.Problems) > 0 {
+		return false
+	}
 	for _, r := range s.Rows {
 		if len(r.Problems) > 0 {
 			return false
@@ -91,6 +95,33 @@ func (s *Summary) Print(w io.Writer) {
 			fmt.Fprintf(w, "MISMATCH %s device %d: %s\n", r.Hook, r.Device, p)
 		}
 	}
+	for _, p := range s.Problems {
+		fmt.Fprintf(w, "MISMATCH %s\n", p)
+	}
+	for _, r := range s.Refused {
+		fmt.Fprintf(w, "REFUSED %s\n", r)
+	}
+}
+
+// checkContexts checks what getDeviceHook gave the communicators: one hook
+// per device, and a context of its own for every communicator.
+func (s *Summary) checkContexts(comms []*comm) {
+	hooks := map[int]uintptr{}
+	seen := map[uintptr]string{}
+	for _, c := range comms {
+		if c.hook == 0 {
+			continue
+		}
+		if h, ok := hooks[c.Device]; ok && h != c.hook {
+			s.Problems = append(s.Problems, fmt.Sprintf("device %d: communicators got different hooks %#x and %#x", c.Device, h, c.hook))
+		}
+		hooks[c.Device] = c.hook
+		me := fmt.Sprintf("device %d communicator %d", c.Device, c.index)
+		if other, ok := seen[c.ctx]; ok {
+			s.Problems = append(s.Problems, fmt.Sprintf("%s and %s share the context %#x: each communicator must get its own", other, me, c.ctx))
+		}
+		seen[c.ctx] = me
+	}
 }
 
 type eventKey struct {
@@ -111,13 +142,34 @@ func (s *Summary) check(prof *config.Profile, logs map[int][]Event, emitted map[
 	if err != nil {
 		return err
 	}
+	return s.checkFile(prof, file, logs, emitted)
+}
+
+// CheckFile checks a plugin output file against the events a caller of the
+// hooks passed them on each of devices devices (logs and emitted by device;
+// a device without a log is checked for accounting only), as Run checks its
+// own runs: callers the harness did not build use it (harness/callers).
+func CheckFile(prof *config.Profile, file string, devices int, logs map[int][]Event, emitted map[int]uint64) (*Summary, error) {
+	s := &Summary{Config: Config{Devices: devices}, HookActive: true}
+	for d := range devices {
+		s.Emitted += emitted[d]
+	}
+	return s, s.checkFile(prof, file, logs, emitted)
+}
+
+func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Event, emitted map[int]uint64) error {
 	s.OutputFile = file
 	out, err := readOutput(file)
 	if err != nil {
 		return err
 	}
+	s.checkComms(out, logs)
 	s.checkAggregates(prof, logs, out)
 	for _, h := range prof.EnabledHooks() {
+		if why, ok := out.refused[h.Name]; ok {
+			s.Refused = append(s.Refused, fmt.Sprintf("hook %q: %s", h.Name, why))
+			continue // left out of the device module: no records, no stats
+		}
 		if len(h.Fields) == 0 {
 			continue // aggregate only: no records, checked above
 		}
@@ -176,6 +228,12 @@ func checkRecords(h *config.Hook, recs []map[string]json.RawMessage, evs []Event
 			names[f.Source] = f.Name
 		}
 	}
+	commField := ""
+	for _, f := range h.Fields {
+		if f.Source == "comm" {
+			commField = f.Name
+		}
+	}
 	if names["channelId"] == "" || names["workCounter"] == "" || names["phase"] == "" {
 		return 0, problems // cannot locate the event of a record
 	}
@@ -183,6 +241,7 @@ func checkRecords(h *config.Hook, recs []map[string]json.RawMessage, evs []Event
 	for _, e := range evs {
 		byKey[eventKey{e.Channel, e.WorkCounter, e.Phase}] = e
 	}
+	recorded := make(map[eventKey]bool, len(recs))
 	var checked uint64
 	bad := 0
 	for _, rec := range recs {
@@ -204,6 +263,23 @@ func checkRecords(h *config.Hook, recs []map[string]json.RawMessage, evs []Event
 				problems = append(problems, fmt.Sprintf("record seq %s matches no emitted event", rec["seq"]))
 			}
 			continue
+		}
+		if k := (eventKey{uint8(ch), wc, uint8(ph)}); recorded[k] {
+			bad++
+			if bad <= 3 {
+				problems = append(problems, fmt.Sprintf("record seq %s: a second record of channel %d workCounter %d phase %d", rec["seq"], ch, wc, ph))
+			}
+		} else {
+			recorded[k] = true
+		}
+		if commField != "" {
+			var c int
+			if json.Unmarshal(rec[commField], &c) != nil || c != e.Comm {
+				bad++
+				if bad <= 3 {
+					problems = append(problems, fmt.Sprintf("record seq %s: %s = %s, but communicator %d emitted it", rec["seq"], commField, rec[commField], e.Comm))
+				}
+			}
 		}
 		want := map[string]uint64{"timestamp": e.Timestamp, "workCounter": e.WorkCounter, "funcId": uint64(e.FuncID),
 			"channelId": uint64(e.Channel), "phase": uint64(e.Phase)}
@@ -244,7 +320,7 @@ func compilePredicate(h *config.Hook) (*vm.Program, error) {
 		ast.Walk(&tree, identVisitor(func(name string) {
 			e, ok := config.Lookup(name)
 			_, isConst := config.Constants[name]
-			if !isConst && (!ok || (e.Kind != config.KindEvent && e.Kind != config.KindName)) {
+			if !isConst && name != "comm" && (!ok || (e.Kind != config.KindEvent && e.Kind != config.KindName)) {
 				usable = false
 			}
 		}))
@@ -258,7 +334,7 @@ func compilePredicate(h *config.Hook) (*vm.Program, error) {
 func predicateEnv(e Event) map[string]any {
 	return map[string]any{
 		"timestamp": e.Timestamp, "workCounter": e.WorkCounter, "funcId": e.FuncID,
-		"channelId": e.Channel, "phase": e.Phase, "func": FuncName(e.FuncID),
+		"channelId": e.Channel, "phase": e.Phase, "func": FuncName(e.FuncID), "comm": e.Comm,
 		"START": 0, "STOP": 1,
 	}
 }
@@ -301,16 +377,52 @@ type output struct {
 	aggs    map[aggKey]map[rowKey]*aggRow // final snapshots
 	final   map[statKey]finalStats
 	records map[statKey][]map[string]json.RawMessage
+	comms   []commLine
+	refused map[string]string // hook -> reason
+}
+
+// commLine is a comm line of the output.
+type commLine struct {
+	Device int    `json:"device"`
+	Comm   int    `json:"comm"`
+	CommID string `json:"comm_id"`
+	Name   string `json:"name"`
+	Rank   int    `json:"rank"`
+	NRanks int    `json:"nranks"`
+}
+
+// checkComms checks the comm lines: per device, indices 0, 1, ... once each,
+// and one for every communicator that emitted events.
+func (s *Summary) checkComms(out *output, logs map[int][]Event) {
+	byDev := map[int]map[int]bool{}
+	for _, c := range out.comms {
+		if byDev[c.Device] == nil {
+			byDev[c.Device] = map[int]bool{}
+		}
+		if byDev[c.Device][c.Comm] {
+			s.Problems = append(s.Problems, fmt.Sprintf("device %d: comm %d has two comm lines", c.Device, c.Comm))
+		}
+		byDev[c.Device][c.Comm] = true
+	}
+	for d, set := range byDev {
+		for i := range len(set) {
+			if !set[i] {
+				s.Problems = append(s.Problems, fmt.Sprintf("device %d: comm indices are not 0..%d: %d is missing", d, len(set)-1, i))
+			}
+		}
+	}
+	for d, evs := range logs {
+		for _, e := range evs {
+			if !byDev[d][e.Comm] {
+				s.Problems = append(s.Problems, fmt.Sprintf("device %d: communicator %d emitted events but has no comm line", d, e.Comm))
+				break
+			}
+		}
+	}
 }
 
 // outputFile finds this process's JSON lines file in dir.
-func outputFile(dir string) (string, error) {
-	m, err := filepath.Glob(filepath.Join(dir, fmt.Sprintf("ncclhooks-*-%d.jsonl", os.Getpid())))
-	if err != nil || len(m) == 0 {
-		return "", fmt.Errorf("harness: the plugin wrote no output file for pid %d in %s", os.Getpid(), dir)
-	}
-	return m[0], nil
-}
+func outputFile(dir string) (string, error) { return OutputFile(dir, os.Getpid()) }
 
 func readOutput(file string) (*output, error) {
 	f, err := os.Open(file)
@@ -319,7 +431,7 @@ func readOutput(file string) (*output, error) {
 	}
 	defer f.Close()
 	out := &output{final: map[statKey]finalStats{}, records: map[statKey][]map[string]json.RawMessage{},
-		aggs: map[aggKey]map[rowKey]*aggRow{}}
+		aggs: map[aggKey]map[rowKey]*aggRow{}, refused: map[string]string{}}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for line := 1; sc.Scan(); line++ {
@@ -351,6 +463,19 @@ func readOutput(file string) (*output, error) {
 				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
 			}
 			out.aggs[k] = rows
+		case "comm":
+			var c commLine
+			if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
+			}
+			out.comms = append(out.comms, c)
+		case "refused":
+			var r struct {
+				Position string `json:"position"`
+				Reason   string `json:"reason"`
+			}
+			json.Unmarshal(sc.Bytes(), &r)
+			out.refused[hook] = r.Position + ": " + r.Reason
 		case "dump_stats":
 			var st finalStats
 			if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
@@ -371,4 +496,19 @@ func (f identVisitor) Visit(n *ast.Node) {
 	if id, ok := (*n).(*ast.IdentifierNode); ok {
 		f(id.Value)
 	}
+}
+
+// CommIndex maps each communicator name of a plugin output's comm lines to
+// its index (the comm intrinsic), for callers that number their
+// communicators otherwise.
+func CommIndex(file string) (map[string]int, error) {
+	out, err := readOutput(file)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int{}
+	for _, c := range out.comms {
+		m[c.Name] = c.Comm
+	}
+	return m, nil
 }

@@ -12,7 +12,7 @@ import (
 // emitGPU runs the ncclKernelMain-like kernel of package harness/gpu on every
 // device at once, each with its communicators on concurrent streams, calling
 // the hook getDeviceHook returned for that device.
-func emitGPU(comms []*comm, hooks [][2]uintptr, cfg Config) (map[int][]Event, map[int]uint64, time.Duration, error) {
+func emitGPU(comms []*comm, devices int, cfg Config) (map[int][]Event, map[int]uint64, time.Duration, error) {
 	lib, err := nvrtc.Open()
 	if err != nil {
 		return nil, nil, 0, err
@@ -34,10 +34,19 @@ func emitGPU(comms []*comm, hooks [][2]uintptr, cfg Config) (map[int][]Event, ma
 		res *gpu.Result
 		err error
 	}
-	outs := make([]out, len(hooks))
+	// Each device's communicators, in order: their hook and their contexts.
+	hooks := make([]uint64, devices)
+	ctxs := make([][]uint64, devices)
+	for _, c := range comms {
+		if c.hook != 0 {
+			hooks[c.Device] = uint64(c.hook)
+		}
+		ctxs[c.Device] = append(ctxs[c.Device], uint64(c.ctx))
+	}
+	outs := make([]out, devices)
 	var wg sync.WaitGroup
 	t0 := time.Now()
-	for d := range hooks {
+	for d := range devices {
 		wg.Add(1)
 		go func(d int) {
 			defer wg.Done()
@@ -47,7 +56,7 @@ func emitGPU(comms []*comm, hooks [][2]uintptr, cfg Config) (map[int][]Event, ma
 				return
 			}
 			defer dev.Close()
-			outs[d].res, outs[d].err = gpu.Run(dev, uint64(hooks[d][0]), uint64(hooks[d][1]), gcfg)
+			outs[d].res, outs[d].err = gpu.Run(dev, hooks[d], ctxs[d], gcfg)
 		}(d)
 	}
 	wg.Wait()
@@ -64,9 +73,9 @@ func emitGPU(comms []*comm, hooks [][2]uintptr, cfg Config) (map[int][]Event, ma
 		if !cfg.Verify {
 			continue
 		}
-		for _, evs := range o.res.Events {
+		for k, evs := range o.res.Events {
 			for _, e := range evs {
-				logs[d] = append(logs[d], Event{e.Timestamp, e.WorkCounter, e.FuncID, e.Channel, e.Phase})
+				logs[d] = append(logs[d], Event{e.Timestamp, e.WorkCounter, e.FuncID, e.Channel, e.Phase, k})
 			}
 		}
 	}

@@ -111,6 +111,15 @@ int hh_get_device_hook(int dev, void** hook, void** ctx) {
   return prof->getDeviceHook(dev, hook, ctx);
 }
 
+// NCCL's order for one communicator, on one thread: init, then
+// getDeviceHook for its device (the plugin pairs the two by thread).
+int hh_init_with_hook(void** ctx, uint64_t commId, const char* name, int nNodes, int nranks, int rank, int dev, void** hook,
+                      void** devCtx) {
+  int rc = hh_init(ctx, commId, name, nNodes, nranks, rank);
+  if (rc != 0) return rc;
+  return hh_get_device_hook(dev, hook, devCtx);
+}
+
 int hh_finalize(void* ctx) { return prof->finalize(ctx); }
 
 static uint64_t nowNs(void) {

@@ -18,6 +18,8 @@ int hh_open(const char* path, char* err, int errlen);
 int hh_version(void);
 int hh_init(void** ctx, uint64_t commId, const char* name, int nNodes, int nranks, int rank);
 int hh_get_device_hook(int dev, void** hook, void** ctx);
+int hh_init_with_hook(void** ctx, uint64_t commId, const char* name, int nNodes, int nranks, int rank, int dev, void** hook,
+                      void** devCtx);
 int hh_finalize(void* ctx);
 int hh_log_take(char* buf, int len);
 int hh_func_count(void);

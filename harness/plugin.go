@@ -72,6 +72,18 @@ func (p *Plugin) Init(commID uint64, name string, device, nNodes, nRanks, rank i
 	return &Comm{ctx: ctx, Device: device}, nil
 }
 
+// InitWithHook calls init for one communicator and then getDeviceHook for
+// its device, in one C call so that both run on one thread, as in NCCL.
+func (p *Plugin) InitWithHook(commID uint64, name string, device, nNodes, nRanks, rank int) (c *Comm, hook, ctx uintptr, err error) {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	var pctx, h, dc unsafe.Pointer
+	if rc := C.hh_init_with_hook(&pctx, C.uint64_t(commID), cs, C.int(nNodes), C.int(nRanks), C.int(rank), C.int(device), &h, &dc); rc != 0 {
+		return nil, 0, 0, fmt.Errorf("plugin init or getDeviceHook returned %d", rc)
+	}
+	return &Comm{ctx: pctx, Device: device}, uintptr(h), uintptr(dc), nil
+}
+
 // DeviceHook calls getDeviceHook for a device (v7 only; older versions have
 // no device hook and give 0, 0).
 func (p *Plugin) DeviceHook(dev int) (hook, ctx uintptr, err error) {
@@ -117,11 +129,13 @@ type Event struct {
 	FuncID      uint32
 	Channel     uint8
 	Phase       uint8
+	Comm        int // the communicator's index on its device (the order of its getDeviceHook)
 }
 
 // cpuChannel describes one channel thread of the cpu harness.
 type cpuChannel struct {
 	Hook, Ctx   uintptr
+	Comm        int // the communicator's index on its device
 	Channel     int
 	CounterBase uint64
 	Items       int
@@ -182,7 +196,7 @@ func runCPUChannels(chs []cpuChannel) ([][]Event, error) {
 		raw := unsafe.Slice(cs[i].log, 2*chs[i].Items)
 		evs := make([]Event, len(raw))
 		for k, e := range raw {
-			evs[k] = Event{uint64(e.timestamp), uint64(e.workCounter), uint32(e.funcId), uint8(e.channelId), uint8(e.phase)}
+			evs[k] = Event{uint64(e.timestamp), uint64(e.workCounter), uint32(e.funcId), uint8(e.channelId), uint8(e.phase), chs[i].Comm}
 		}
 		logs[i] = evs
 	}

@@ -53,8 +53,9 @@ func (c *Config) Defaults() {
 // comm is one simulated communicator of a run.
 type comm struct {
 	*Comm
-	index int // among the communicators of its device
-	id    uint64
+	index     int // among the communicators of its device
+	id        uint64
+	hook, ctx uintptr // what getDeviceHook gave this communicator
 }
 
 // Run plays NCCL against the plugin with the profile the plugin loaded
@@ -69,20 +70,14 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 			name := fmt.Sprintf("harness-dev%d-comm%d", d, k)
 			h := fnv.New64a()
 			h.Write([]byte(name))
-			c, err := p.Init(h.Sum64(), name, d, 1, cfg.Devices, d)
+			// As NCCL does: init, then getDeviceHook for this communicator's
+			// device, on the same thread (the plugin pairs them by thread).
+			c, hook, ctx, err := p.InitWithHook(h.Sum64(), name, d, 1, cfg.Devices, d)
 			if err != nil {
 				return nil, err
 			}
-			comms = append(comms, &comm{Comm: c, index: k, id: h.Sum64()})
+			comms = append(comms, &comm{Comm: c, index: k, id: h.Sum64(), hook: hook, ctx: ctx})
 		}
-	}
-	hooks := make([][2]uintptr, cfg.Devices)
-	for d := range hooks {
-		h, c, err := p.DeviceHook(d)
-		if err != nil {
-			return nil, err
-		}
-		hooks[d] = [2]uintptr{h, c}
 	}
 	var (
 		logs    map[int][]Event // per device
@@ -92,9 +87,9 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	)
 	switch cfg.Backend {
 	case "cpu":
-		logs, emitted, elapsed, err = emitCPU(comms, hooks, cfg)
+		logs, emitted, elapsed, err = emitCPU(comms, cfg)
 	case "gpu":
-		logs, emitted, elapsed, err = emitGPU(comms, hooks, cfg)
+		logs, emitted, elapsed, err = emitGPU(comms, cfg.Devices, cfg)
 	default:
 		err = fmt.Errorf("harness: unknown backend %q (cpu or gpu)", cfg.Backend)
 	}
@@ -108,10 +103,13 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	s := &Summary{Config: cfg, PluginVersion: p.Version, Log: TakeLog(), Emit: elapsed, Total: time.Since(start)}
-	for d := range hooks {
-		s.HookActive = s.HookActive || hooks[d][0] != 0
+	for _, c := range comms {
+		s.HookActive = s.HookActive || c.hook != 0
+	}
+	for d := range cfg.Devices {
 		s.Emitted += emitted[d]
 	}
+	s.checkContexts(comms)
 	if err := s.check(prof, logs, emitted); err != nil {
 		return s, err
 	}
@@ -120,13 +118,13 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 
 // emitCPU runs every channel of every communicator as its own thread, all
 // at once, so communicators on one device race on the same channel ids.
-func emitCPU(comms []*comm, hooks [][2]uintptr, cfg Config) (map[int][]Event, map[int]uint64, time.Duration, error) {
+func emitCPU(comms []*comm, cfg Config) (map[int][]Event, map[int]uint64, time.Duration, error) {
 	var chs []cpuChannel
 	var devOf []int
 	for _, c := range comms {
 		for ch := 0; ch < cfg.Channels; ch++ {
 			chs = append(chs, cpuChannel{
-				Hook: hooks[c.Device][0], Ctx: hooks[c.Device][1],
+				Hook: c.hook, Ctx: c.ctx, Comm: c.index,
 				Channel:     ch,
 				CounterBase: uint64(c.index) << 40, // NCCL's counters are per communicator: keep them apart
 				Items:       cfg.Items,

@@ -159,7 +159,7 @@ func (g *generator) source() error {
 	w.printf("   NCCL's kernel (another module), a function cannot address its own module's globals,\n")
 	w.printf("   which the GPU resolves through the running kernel's module. */\n")
 	w.printf("typedef struct {\n  hk_u64* ctl; /* %s */\n  hk_u64* agg; /* %s */\n  hk_u32* funcsets; /* %s */\n  hk_u64* pairs; /* %s */\n", SymCtl, SymAgg, SymFuncSets, SymPairs)
-	w.printf("  hk_hookbuf_t hook[%d];\n  hk_u32 device;\n} hk_ctx_t;\n\n", H)
+	w.printf("  hk_hookbuf_t hook[%d];\n  hk_u32 device;\n  hk_u32 comm; /* the communicator's index on this device: one context per communicator */\n} hk_ctx_t;\n\n", H)
 	w.printf("/* Written once by the host after loading; its address is devCtx. */\nHK_VAR hk_ctx_t %s;\n", SymCtx)
 	w.printf("/* ctl[h]: positions reserved by hook h; ctl[%d+h]: hook h's limit (drop_newest). */\nHK_VAR hk_u64 %s[%d];\n", H, SymCtl, 2*H)
 	if m.AggWords > 0 {
@@ -281,9 +281,12 @@ func catalogC(e config.CatalogEntry) (cexpr, bool) {
 	case config.KindEvent:
 		code = "((hk_i64)ev->" + e.Name + ")"
 	case config.KindIntrinsic:
-		if e.Name == "cudaDev" {
+		switch e.Name {
+		case "cudaDev":
 			code = "((hk_i64)cx->device)"
-		} else {
+		case "comm":
+			code = "((hk_i64)cx->comm)"
+		default:
 			code = "(iv_" + e.Name + ")"
 		}
 	case config.KindDerived:

@@ -54,12 +54,13 @@ type HookInfo struct {
 // module, so such an access faults).
 type CtxAddrs struct {
 	Device                    int
+	Comm                      int       // the communicator's index on the device (the comm intrinsic)
 	Ctl, Agg, FuncSets, Pairs uintptr   // the module's ncclhooks_ctl, _agg, _funcsets, _pairs
 	Slots, Holes              []uintptr // per hook, as the hook sees them (device addresses on the GPU)
 }
 
 // CtxBytes is the byte size of hk_ctx_t: four pointers, two per hook, the
-// device ordinal and padding.
+// device ordinal and the communicator index.
 func (m *Module) CtxBytes() int { return 32 + 16*len(m.Hooks) + 8 }
 
 // EncodeCtx returns the bytes of hk_ctx_t (little-endian, 64-bit pointers).
@@ -77,6 +78,7 @@ func (m *Module) EncodeCtx(a CtxAddrs) []byte {
 		}
 	}
 	binary.LittleEndian.PutUint32(b[32+16*len(m.Hooks):], uint32(a.Device))
+	binary.LittleEndian.PutUint32(b[32+16*len(m.Hooks)+4:], uint32(a.Comm))
 	return b
 }
 

@@ -40,6 +40,12 @@ int hooks_harness_present(void) { return dlsym(RTLD_DEFAULT, "ncclhooks_harness_
 // never holds a Go pointer.
 typedef struct { uint64_t id; } commCtx;
 
+// The communicator whose init ran last on this thread. NCCL (PR 2285) calls
+// getDeviceHook from devCommSetup, on the thread that ran that communicator's
+// init, after it: this is how a getDeviceHook call finds its communicator,
+// also when several communicators initialise at once on different threads.
+static __thread uint64_t pendingComm;
+
 static ncclResult_t hk_init(void** context, uint64_t commId, int* eActivationMask, const char* commName, int nNodes,
                             int nranks, int rank, ncclDebugLogger_t logfn) {
   if (logfn) {
@@ -51,6 +57,7 @@ static ncclResult_t hk_init(void** context, uint64_t commId, int* eActivationMas
   commCtx* c = (commCtx*)calloc(1, sizeof(commCtx));
   if (!c) return ncclSuccess; // no memory: stay inactive for this communicator
   c->id = hooksInit(commId, (char*)commName, nNodes, nranks, rank);
+  pendingComm = c->id;
   if (context) *context = c; else free(c);
   return ncclSuccess;
 }
@@ -78,7 +85,9 @@ static ncclResult_t hk_finalize(void* context) {
 
 static ncclResult_t hk_getDeviceHook(int cudaDev, void** devHook, void** devCtx) {
   uintptr_t hook = 0, ctx = 0;
-  hooksGetDeviceHook(cudaDev, &hook, &ctx);
+  uint64_t comm = pendingComm; // 0: no init on this thread (the plugin then picks one)
+  pendingComm = 0;
+  hooksGetDeviceHook(cudaDev, comm, &hook, &ctx);
   if (devHook) *devHook = (void*)hook;
   if (devCtx) *devCtx = (void*)ctx;
   return ncclSuccess;

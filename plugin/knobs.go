@@ -7,8 +7,11 @@ import "C"
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/ncclhooks/ncclhooks/backend/gpu"
 )
 
 // getenv reads the process environment as it is now. os.Getenv would not
@@ -36,6 +39,9 @@ type knobs struct {
 	promAddr      string // NCCL_HOOKS_PROM_ADDR: serve /metrics there (host defaults to 127.0.0.1)
 	promDumpStats bool   // NCCL_HOOKS_PROM_DUMP_STATS: 1 adds capture statistics to Prometheus output
 	nvrtcOptions  string // NCCL_HOOKS_NVRTC_OPTIONS: extra NVRTC options for the hook module
+	maxRegisters  int    // NCCL_HOOKS_MAX_REGISTERS: registers a hook may use (0: the default budget)
+	registerCaps  []int  // NCCL_HOOKS_REGISTER_CAPS: diagnostics: the --maxrregcount values to try, in order
+	sharedCtx     bool   // NCCL_HOOKS_SHARED_CTX: diagnostics: every communicator gets communicator 0's context
 }
 
 func readKnobs() (knobs, error) {
@@ -64,6 +70,24 @@ func readKnobs() (knobs, error) {
 	default:
 		return k, fmt.Errorf("NCCL_HOOKS_PROM_DUMP_STATS=%q: use 0 or 1", v)
 	}
+	if v := getenv("NCCL_HOOKS_MAX_REGISTERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < gpu.MinRegisterBudget || n > 255 {
+			return k, fmt.Errorf("NCCL_HOOKS_MAX_REGISTERS=%q: give the register count of the kernels that call the hook, %d..255 (NCCL's have %d)",
+				v, gpu.MinRegisterBudget, gpu.DefaultRegisterBudget)
+		}
+		k.maxRegisters = n
+	}
+	if v := getenv("NCCL_HOOKS_REGISTER_CAPS"); v != "" {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < gpu.MinRegisterBudget || n > 255 {
+				return k, fmt.Errorf("NCCL_HOOKS_REGISTER_CAPS=%q: give register caps %d..255, comma-separated", v, gpu.MinRegisterBudget)
+			}
+			k.registerCaps = append(k.registerCaps, n)
+		}
+	}
+	k.sharedCtx = getenv("NCCL_HOOKS_SHARED_CTX") == "1"
 	if k.cc == "" {
 		k.cc = "cc"
 	}

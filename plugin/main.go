@@ -41,10 +41,10 @@ func hooksFinalize(id C.uint64_t) {
 }
 
 //export hooksGetDeviceHook
-func hooksGetDeviceHook(cudaDev C.int, hook, ctx *C.uintptr_t) {
+func hooksGetDeviceHook(cudaDev C.int, comm C.uint64_t, hook, ctx *C.uintptr_t) {
 	defer guard("getDeviceHook")
 	*hook, *ctx = 0, 0
-	h, c := plugin.deviceHook(int(cudaDev))
+	h, c := plugin.deviceHook(int(cudaDev), uint64(comm))
 	*hook, *ctx = C.uintptr_t(h), C.uintptr_t(c)
 }
 

@@ -26,7 +26,7 @@ const (
 // communicators, and dlclose and reload the library, any number of times in
 // one process; the Go image stays resident (-z nodelete), so this state
 // outlives every cycle and is reused by the next.
-var plugin = &state{devices: map[int]backend.Device{}, comms: map[uint64]string{}}
+var plugin = &state{devices: map[int]backend.Device{}, comms: map[uint64]*comm{}, commsOnDevice: map[int]int{}}
 
 type state struct {
 	mu sync.Mutex
@@ -48,8 +48,28 @@ type state struct {
 	sinks   []sinks.Sink
 	jsonl   *sinks.JSONL
 
-	comms  map[uint64]string // live communicators: id -> description
+	comms  map[uint64]*comm // live communicators by id
 	nextID uint64
+	// commsOnDevice counts the communicators handed a hook on each device:
+	// the next one gets that index (the comm intrinsic).
+	commsOnDevice map[int]int
+}
+
+// comm is one communicator, from its init to its finalize.
+type comm struct {
+	id        uint64
+	commID    uint64
+	name      string
+	nNodes    int
+	nRanks    int
+	rank      int
+	device    int // -1 until getDeviceHook
+	index     int // on its device
+	hookAsked bool
+}
+
+func (c *comm) String() string {
+	return fmt.Sprintf("comm %#x %q rank %d/%d", c.commID, c.name, c.rank, c.nRanks)
 }
 
 // init registers a communicator. The first one of the process reads the knobs
@@ -68,10 +88,11 @@ func (s *state) init(commID uint64, name string, nNodes, nRanks, rank int) uint6
 	}
 	s.nextID++
 	id := s.nextID
-	s.comms[id] = fmt.Sprintf("comm %#x %q rank %d/%d", commID, name, rank, nRanks)
+	c := &comm{id: id, commID: commID, name: name, nNodes: nNodes, nRanks: nRanks, rank: rank, device: -1}
+	s.comms[id] = c
 	if s.inactive == "" {
 		ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: profile %q (%d hooks), backend %s, output %s",
-			s.comms[id], s.profile.Name, len(s.module.Hooks), s.knobs.backend, s.jsonl.Path()))
+			c, s.profile.Name, len(s.module.Hooks), s.knobs.backend, s.jsonl.Path()))
 	}
 	return id
 }
@@ -159,23 +180,76 @@ func (s *state) addDevice(d backend.Device) error {
 	return s.drainer.Add(d, s.module)
 }
 
-// deviceHook returns the hook and context for one device, compiling the
-// profile on first use and loading it once per device.
-func (s *state) deviceHook(ord int) (hook, ctx uintptr) {
+// deviceHook returns the hook and a context of its own for the communicator
+// whose getDeviceHook this is, compiling the profile on first use and loading
+// it once per device. commID is the communicator whose init ran last on the
+// calling thread (0: none; then the oldest communicator still waiting for a
+// hook is taken, so that a caller that asks from another thread still gets
+// a distinct context per communicator).
+func (s *state) deviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inactive != "" || s.module == nil {
 		return 0, 0
 	}
-	if d, ok := s.devices[ord]; ok {
-		return d.Entry(), d.Ctx()
+	c := s.comms[commID]
+	if c == nil || c.hookAsked {
+		c = s.waitingComm()
 	}
+	d, ok := s.devices[ord]
+	if !ok {
+		if d = s.loadDevice(ord); d == nil {
+			return 0, 0
+		}
+	}
+	index := s.commsOnDevice[ord]
+	ctxIndex := index
+	if s.knobs.sharedCtx {
+		ctxIndex = 0
+	}
+	cctx, err := d.CommCtx(ctxIndex)
+	if err != nil {
+		// Only this communicator goes without a hook.
+		ncclLog(logWarn, fmt.Sprintf("ncclhooks: device %d: no hook for communicator %d: %v", ord, index, err))
+		return 0, 0
+	}
+	s.commsOnDevice[ord] = index + 1
+	info := sinks.Comm{Device: ord, Index: index}
+	if c != nil {
+		c.hookAsked, c.device, c.index = true, ord, index
+		info.ID, info.Name, info.Rank, info.NRanks, info.NNodes = c.commID, c.name, c.rank, c.nRanks, c.nNodes
+	}
+	if err := s.jsonl.Comm(info); err != nil {
+		ncclLog(logWarn, fmt.Sprintf("ncclhooks: writing the comm line: %v", err))
+	}
+	desc := fmt.Sprintf("communicator %d", index)
+	if c != nil {
+		desc = c.String()
+	}
+	ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: device %d, comm index %d, hook %#x ctx %#x", desc, ord, index, d.Entry(), cctx))
+	return d.Entry(), cctx
+}
+
+// waitingComm is the oldest communicator that has not asked for a hook.
+func (s *state) waitingComm() *comm {
+	var best *comm
+	for _, c := range s.comms {
+		if !c.hookAsked && (best == nil || c.id < best.id) {
+			best = c
+		}
+	}
+	return best
+}
+
+// loadDevice compiles the profile on first use and loads it on device ord;
+// nil after one WARN if that fails (the plugin goes inactive).
+func (s *state) loadDevice(ord int) backend.Device {
 	if s.compiled == nil {
 		start := time.Now()
 		c, err := s.compile()
 		if err != nil {
 			s.disableLocked(err.Error())
-			return 0, 0
+			return nil
 		}
 		s.compiled = c
 		ncclLog(logInfo, fmt.Sprintf("ncclhooks: compiled profile %q in %v: %s", s.profile.Name,
@@ -185,26 +259,26 @@ func (s *state) deviceHook(ord int) (hook, ctx uintptr) {
 	d, err := s.compiled.Load(ord)
 	if err != nil {
 		s.disableLocked(fmt.Sprintf("device %d: %v", ord, err))
-		return 0, 0
+		return nil
 	}
 	if err := d.WriteFuncSets(s.funcSets()); err != nil {
 		d.Close()
 		s.disableLocked(fmt.Sprintf("device %d: function-name sets: %v", ord, err))
-		return 0, 0
+		return nil
 	}
 	if err := s.addDevice(d); err != nil {
 		d.Close()
 		s.disableLocked(fmt.Sprintf("device %d: %v", ord, err))
-		return 0, 0
+		return nil
 	}
 	s.devices[ord] = d
 	var bufs []string
 	for _, h := range s.module.Hooks {
 		bufs = append(bufs, fmt.Sprintf("%s: %d slots x %d B, %s", h.Name, h.Slots, 8*h.Layout.SlotWords(), h.Overflow))
 	}
-	ncclLog(logInfo, fmt.Sprintf("ncclhooks: device %d loaded in %v, hook %#x ctx %#x; buffers: %s", ord,
-		time.Since(start).Round(time.Microsecond), d.Entry(), d.Ctx(), strings.Join(bufs, "; ")))
-	return d.Entry(), d.Ctx()
+	ncclLog(logInfo, fmt.Sprintf("ncclhooks: device %d loaded in %v, hook %#x; buffers: %s", ord,
+		time.Since(start).Round(time.Microsecond), d.Entry(), strings.Join(bufs, "; ")))
+	return d
 }
 
 func (s *state) compile() (backend.Compiled, error) {
@@ -246,7 +320,25 @@ func (s *state) compileGPU() (backend.Compiled, error) {
 		}
 	}
 	s.knobs.backend = "gpu"
-	return gpu.Compile(s.module, lib, cache, strings.Fields(s.knobs.nvrtcOptions)...)
+	gpu.SetRegisterCaps(s.knobs.registerCaps)
+	c, err := gpu.Compile(s.module, lib, cache, s.knobs.maxRegisters, strings.Fields(s.knobs.nvrtcOptions)...)
+	if err != nil {
+		return nil, err
+	}
+	if refused := c.Refused(); len(refused) > 0 {
+		// Only the hooks that could fault NCCL's kernels go: the others run.
+		var lines []string
+		for _, r := range refused {
+			lines = append(lines, "  "+r.String())
+			if err := s.jsonl.Refused(r.Hook, r.Pos.String(), r.Why); err != nil {
+				ncclLog(logWarn, fmt.Sprintf("ncclhooks: writing the refused line: %v", err))
+			}
+		}
+		ncclLog(logWarn, fmt.Sprintf("ncclhooks: %d of the profile's hooks are left out, the others run (simplify them: fewer fields, lets or aggregates; or split them):\n%s",
+			len(refused), strings.Join(lines, "\n")))
+		s.module = c.Module()
+	}
+	return c, nil
 }
 
 // funcSets resolves every name predicate of the profile into a set of
@@ -294,10 +386,11 @@ func (s *state) funcName(id uint32) string {
 func (s *state) finalize(id uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	desc, ok := s.comms[id]
+	c, ok := s.comms[id]
 	if !ok {
 		return
 	}
+	desc := c.String()
 	delete(s.comms, id)
 	if len(s.comms) > 0 || s.drainer == nil {
 		return

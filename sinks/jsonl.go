@@ -160,6 +160,57 @@ func (j *JSONL) Clock(device int, hostUnixNs, deviceNs uint64) error {
 	return j.w.Flush()
 }
 
+// Comm is one communicator that was handed a hook: its index on the device
+// (what the comm field of records holds) and its identity from NCCL's init.
+type Comm struct {
+	Device int
+	Index  int    // the comm intrinsic
+	ID     uint64 // commId from init
+	Name   string
+	Rank   int
+	NRanks int
+	NNodes int
+}
+
+// Comm writes a comm line: {"type":"comm","device":0,"comm":1,"comm_id":"0x..",
+// "name":"..","rank":0,"nranks":8,"nnodes":1}.
+func (j *JSONL) Comm(c Comm) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b := append(j.b[:0], `{"type":"comm","device":`...)
+	b = strconv.AppendInt(b, int64(c.Device), 10)
+	b = append(b, `,"comm":`...)
+	b = strconv.AppendInt(b, int64(c.Index), 10)
+	b = append(b, `,"comm_id":"0x`...)
+	b = strconv.AppendUint(b, c.ID, 16)
+	b = append(b, `","name":`...)
+	b = appendString(b, c.Name)
+	b = append(b, `,"rank":`...)
+	b = strconv.AppendInt(b, int64(c.Rank), 10)
+	b = append(b, `,"nranks":`...)
+	b = strconv.AppendInt(b, int64(c.NRanks), 10)
+	b = append(b, `,"nnodes":`...)
+	b = strconv.AppendInt(b, int64(c.NNodes), 10)
+	j.b = append(b, "}\n"...)
+	j.w.Write(j.b)
+	return j.w.Flush()
+}
+
+// Refused writes a refused line for a hook left out of the device module
+// because it could fault NCCL's kernels: {"type":"refused","hook":"h",
+// "position":"p.yaml:5:5","reason":"..."}. It records nothing and has no
+// dump_stats.
+func (j *JSONL) Refused(hook, position, reason string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b := appendString(append(j.b[:0], `{"type":"refused","hook":`...), hook)
+	b = appendString(append(b, `,"position":`...), position)
+	b = appendString(append(b, `,"reason":`...), reason)
+	j.b = append(b, "}\n"...)
+	j.w.Write(j.b)
+	return j.w.Flush()
+}
+
 func (j *JSONL) keys(h *hookgen.HookInfo) *recordKeys {
 	if k, ok := j.hooks[h]; ok {
 		return k

@@ -29,6 +29,10 @@ type device struct {
 	slots   []unsafe.Pointer // per hook, N*SlotWords uint64
 	holes   []unsafe.Pointer // per hook, N uint32
 	close   sync.Once
+
+	ctxAddrs hookgen.CtxAddrs // what ncclhooks_ctx holds, for the per-communicator copies
+	commMu   sync.Mutex
+	commCtx  []unsafe.Pointer // C copies for communicators 1, 2, ...
 }
 
 var errClosed = errors.New("cpu backend: device is closed")
@@ -49,7 +53,7 @@ func (d *device) allocate() error {
 		slotAddrs = append(slotAddrs, uintptr(s))
 		holeAddrs = append(holeAddrs, uintptr(o))
 	}
-	ctx := d.m.EncodeCtx(hookgen.CtxAddrs{
+	d.ctxAddrs = hookgen.CtxAddrs{
 		Device:   d.ordinal,
 		Ctl:      uintptr(d.mod.ctl),
 		Agg:      uintptr(d.mod.agg),
@@ -57,7 +61,8 @@ func (d *device) allocate() error {
 		Pairs:    uintptr(d.mod.pairs),
 		Slots:    slotAddrs,
 		Holes:    holeAddrs,
-	})
+	}
+	ctx := d.m.EncodeCtx(d.ctxAddrs)
 	C.memcpy(d.mod.ctx, unsafe.Pointer(&ctx[0]), C.size_t(len(ctx)))
 	// drop_newest: the first N positions may be written before the
 	// drainer's first pass publishes a limit.
@@ -76,6 +81,31 @@ func (d *device) ctlWord(i int) *uint64 {
 func (d *device) Ordinal() int   { return d.ordinal }
 func (d *device) Entry() uintptr { return uintptr(d.mod.entry) }
 func (d *device) Ctx() uintptr   { return uintptr(d.mod.ctx) }
+
+// CommCtx returns the context of communicator comm: the module's
+// ncclhooks_ctx for comm 0, a C copy with its comm field set for the others.
+func (d *device) CommCtx(comm int) (uintptr, error) {
+	if comm < 0 {
+		return 0, fmt.Errorf("cpu backend: communicator index %d", comm)
+	}
+	if comm == 0 {
+		return uintptr(d.mod.ctx), nil
+	}
+	d.commMu.Lock()
+	defer d.commMu.Unlock()
+	for len(d.commCtx) < comm {
+		a := d.ctxAddrs
+		a.Comm = len(d.commCtx) + 1
+		b := d.m.EncodeCtx(a)
+		p := C.calloc(C.size_t(len(b)), 1)
+		if p == nil {
+			return 0, fmt.Errorf("cpu backend: out of memory for the context of communicator %d", a.Comm)
+		}
+		C.memcpy(p, unsafe.Pointer(&b[0]), C.size_t(len(b)))
+		d.commCtx = append(d.commCtx, p)
+	}
+	return uintptr(d.commCtx[comm-1]), nil
+}
 
 func (d *device) Slots(h int) []uint64 {
 	info := d.m.Hooks[h]
@@ -156,6 +186,12 @@ func (d *device) Close() error {
 		for _, p := range d.holes {
 			C.free(p)
 		}
+		d.commMu.Lock()
+		for _, p := range d.commCtx {
+			C.free(p)
+		}
+		d.commCtx = nil
+		d.commMu.Unlock()
 		d.slots, d.holes = nil, nil
 	})
 	return nil

@@ -15,6 +15,7 @@ usage:
   ncclhooks validate PROFILE...        check profiles; every problem with file:line:col
   ncclhooks gen PROFILE                print the generated CUDA/C source
   ncclhooks run PROFILE [flags]        play NCCL against the plugin with PROFILE and check the output
+  ncclhooks check OUTPUT --profile P   check the output of a job the harness did not play (real NCCL)
   ncclhooks report OUTPUT... [flags]   durations, skew and capture ratio per hook, function and channel
   ncclhooks diff BASE NEW [flags]      regression verdict between two runs (exit 0 pass, 1 regression, 2 error)
   ncclhooks trace OUTPUT... -o FILE    Perfetto / Chrome trace of the work items
@@ -36,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"validate": runValidate,
 		"gen":      runGen,
 		"run":      runRun,
+		"check":    runCheck,
 		"report":   runReport,
 		"diff":     runDiff,
 		"trace":    runTrace,

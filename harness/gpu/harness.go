@@ -119,12 +119,17 @@ func (h *Harness) Close() error { return h.mod.Unload() }
 
 // Run loads the harness on dev, runs cfg against hook (entry address and
 // devCtx as getDeviceHook returned them; entry 0 means no hook) and unloads.
-func Run(dev *nvrtc.Device, hook, ctx uint64, cfg Config) (*Result, error) {
+// ctxs are the communicators' contexts: communicator i passes ctxs[i].
+func Run(dev *nvrtc.Device, hook uint64, ctxs []uint64, cfg Config) (*Result, error) {
 	h, err := New(dev, nil)
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.Run(Hook{Name: "hook", Entry: hook, Ctx: ctx}, cfg)
+	hk := Hook{Name: "hook", Entry: hook, CommCtx: ctxs}
+	if len(ctxs) > 0 {
+		hk.Ctx = ctxs[0]
+	}
+	res, err := h.Run(hk, cfg)
 	return res, errors.Join(err, h.Close())
 }
 
@@ -267,7 +272,7 @@ func (r *run) launch(i, l int) error {
 	}
 	err := r.h.dev.Launch(r.h.harness,
 		[3]uint32{uint32(cfg.Channels), 1, 1}, [3]uint32{threadsPerBlock, 1, 1}, 0, c.stream,
-		r.hook.Entry, r.hook.Ctx,
+		r.hook.Entry, r.hook.ctxOf(i),
 		c.src, c.dst, uint64(cfg.BytesPerItem/16),
 		int32(cfg.Batches), int32(cfg.ItemsPerBatch),
 		r.funcIDs, int32(len(cfg.FuncIDs)), int32(cfg.funcOffset(i, l)),

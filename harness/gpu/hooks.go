@@ -13,6 +13,16 @@ type Hook struct {
 	Name  string
 	Entry uint64 // device address of the hook function; 0 means no hook
 	Ctx   uint64 // devCtx passed with every call
+	// CommCtx, when set, are the communicators' own contexts (one
+	// getDeviceHook per communicator): communicator i passes CommCtx[i].
+	CommCtx []uint64
+}
+
+func (h Hook) ctxOf(comm int) uint64 {
+	if comm < len(h.CommCtx) {
+		return h.CommCtx[comm]
+	}
+	return h.Ctx
 }
 
 // ModuleHook is a hook compiled from one of this package's own sources (the
