@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Make nccl/src/nccl-<tag>.tar.xz, a `git archive` of an NCCL tag, so that NCCL's source can be
+# carried to a machine without network (see nccl/README.md). nccl/src/ is git-ignored.
+#
+#   nccl/make-source.sh [--git-dir DIR] [TAG ...]
+#
+# DIR defaults to /work/.mirror/NVIDIA+nccl/repo (a bare mirror of github.com/NVIDIA/nccl).
+# TAGs default to the tags nccl/patches/ has patches for.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+gitdir=/work/.mirror/NVIDIA+nccl/repo
+tags=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --git-dir) gitdir=${2:?--git-dir needs a directory}; shift 2 ;;
+    --git-dir=*) gitdir=${1#--git-dir=}; shift ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "make-source.sh: unknown option $1" >&2; exit 2 ;;
+    *) tags+=("$1"); shift ;;
+  esac
+done
+if [[ ${#tags[@]} -eq 0 ]]; then
+  for p in "$here"/patches/*.patch; do [[ -e $p ]] && tags+=("$(basename "$p" .patch)"); done
+  [[ ${#tags[@]} -gt 0 ]] || { echo "make-source.sh: no tags given and no nccl/patches/*.patch" >&2; exit 2; }
+fi
+
+command -v git >/dev/null || { echo "make-source.sh: git not found" >&2; exit 1; }
+command -v xz >/dev/null || { echo "make-source.sh: xz not found" >&2; exit 1; }
+git --git-dir="$gitdir" rev-parse --git-dir >/dev/null 2>&1 ||
+  { echo "make-source.sh: $gitdir is not a git directory (use --git-dir)" >&2; exit 1; }
+
+mkdir -p "$here/src"
+for tag in "${tags[@]}"; do
+  git --git-dir="$gitdir" rev-parse -q --verify "refs/tags/$tag^{commit}" >/dev/null ||
+    { echo "make-source.sh: tag $tag not found in $gitdir" >&2; exit 1; }
+  out="$here/src/nccl-$tag.tar.xz"
+  # The archive's top folder is nccl-<tag>/; scripts/build-nccl.sh strips it.
+  git --git-dir="$gitdir" archive --format=tar --prefix="nccl-$tag/" "$tag" | xz -T0 -6 > "$out.tmp"
+  mv "$out.tmp" "$out"
+  printf '%s  %s bytes\n' "$out" "$(stat -c %s "$out")"
+done
