@@ -1,50 +1,101 @@
 #!/usr/bin/env bash
-# Everything ncclhooks proves on a GPU machine, in one go (the device machine
-# has no Go: build there-runnable binaries first with `scripts/gpu-check.sh build`,
-# which writes .dev/gpu/, then run `scripts/gpu-check.sh run` on the GPU machine).
-# Results go to $OUT (or out/gpu-check).
+# Everything ncclhooks proves on a GPU machine, in one go. The device machine
+# has no Go: `scripts/gpu-check.sh build` here writes .dev/gpu/ (the plugin,
+# the CLI, the GPU test binaries) and the NCCL source tarballs (nccl/src/);
+# `scripts/gpu-check.sh run` there (carry .dev/gpu and nccl/src) runs:
+#   1. patched NCCL builds (v2.28.9-1 and v2.30.7-1, sm_90, SendRecv), in the background
+#   2. the GPU tests with NCCLHOOKS_REQUIRE_GPU=1: nvrtc, backend/gpu,
+#      harness/gpu and the caller matrix (harness/callers: nvcc-built callers)
+#   3. the examples through the harness, stream and graph mode
+#   4. acceptance inside each patched NCCL and the time per NCCL call
+#   5. the hook cost against the nop hook (ncclhooks bench, one rate)
+# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples bench"
+# picks steps (default all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.dev/gpu
+TESTS=(nvrtc backend/gpu harness/gpu harness/callers)
 case "${1:-}" in
 build)
   mkdir -p $BIN
   make build >/dev/null || exit 1
   cp build/ncclhooks build/libnccl-profiler-hooks.so $BIN/
-  for p in nvrtc backend/gpu harness/gpu; do
+  for p in "${TESTS[@]}"; do
     go test -c -o $BIN/$(echo $p | tr / _).test ./$p || exit 1
+  done
+  for tag in v2.28.9-1 v2.30.7-1; do
+    [ -f nccl/src/nccl-$tag.tar.xz ] || nccl/make-source.sh $tag || exit 1
   done
   exit 0 ;;
 run) ;;
 *) echo "usage: $0 build|run"; exit 2 ;;
 esac
 OUT=${OUT:-out/gpu-check}
+STEPS=${STEPS:-tests nccl examples}
 ROOT=$PWD
-WORK=/tmp/gpu-check   # everything; $OUT gets the summary files only (the device tool brings back 8)
+WORK=/tmp/gpu-check # everything; $OUT gets the summary files only (the device tool brings back 8)
 mkdir -p "$OUT" "$WORK"
+export PATH=$PATH:/usr/local/cuda/bin
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export NCCL_HOOKS_CACHE_DIR=/tmp/ncclhooks-cache
-{
-  echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; date -u
-  for p in nvrtc backend/gpu harness/gpu; do
-    echo "== go test ./$p"
-    (cd $p && "$ROOT/$BIN/$(echo $p | tr / _).test" -test.v -test.count=1 > "$WORK/test-$(echo $p | tr / _).log" 2>&1; echo "exit $?")
-    grep -E "^(--- |PASS|FAIL|ok|panic)" "$WORK/test-$(echo $p | tr / _).log" | head -60
-  done
-  for ex in all-events latency skew field-capture sampled-trace; do
-    echo "== ncclhooks run examples/$ex.yaml --backend gpu"
-    $BIN/ncclhooks run examples/$ex.yaml --backend gpu --out "$WORK/$ex" --devices 1 --comms 4 --channels 16 --items 1000 --batch 4 --bytes 65536 2>&1 | tail -14
-  done
-  echo "== graph mode"
-  $BIN/ncclhooks run examples/all-events.yaml --backend gpu --graph --replays 5 --out "$WORK/graph" --devices 1 --comms 3 --channels 16 --items 400 2>&1 | tail -8
-  echo "== make demo equivalent (auto backend)"
-  (cd /tmp && rm -rf demo && $OLDPWD/$BIN/ncclhooks run $OLDPWD/examples/all-events.yaml --out /tmp/demo 2>&1 | tail -8)
-  echo "== report / trace on the GPU output"
-  $BIN/ncclhooks report "$WORK/all-events" 2>&1 | head -30
-  $BIN/ncclhooks trace "$WORK/sampled-trace" -o "$WORK/trace.json" 2>&1 | tail -3
-  echo "== torch + released NCCL loads the plugin"
-  timeout 300 python3 harness/torch/torch_nccl_load.py $BIN/libnccl-profiler-hooks.so examples/all-events.yaml "$WORK/torch" 2>&1 | tail -40
-  echo "== bench"
-  $BIN/ncclhooks bench -profiles examples/all-events.yaml,examples/latency.yaml -o "$OUT/bench.md" 2>&1
-} 2>&1 | tee "$OUT/gpu-check.log"
-tar czf "$OUT/work.tgz" -C /tmp gpu-check 2>/dev/null
+export NCCLHOOKS_REQUIRE_GPU=1
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+
+main() {
+  echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvcc --version | tail -1; date -u
+  declare -A nccl_pid
+  if has nccl; then
+    for tag in v2.28.9-1 v2.30.7-1; do
+      scripts/build-nccl.sh --tag $tag --arch sm_90 --jobs 8 --out "$WORK/nccl-$tag" > "$WORK/build-nccl-$tag.log" 2>&1 &
+      nccl_pid[$tag]=$!
+    done
+  fi
+  if has tests; then
+    for p in "${TESTS[@]}"; do
+      name=$(echo $p | tr / _)
+      echo "== go test ./$p (NCCLHOOKS_REQUIRE_GPU=1)"
+      (cd $p && NCCLHOOKS_PLUGIN=$ROOT/$BIN/libnccl-profiler-hooks.so NCCLHOOKS_CLI=$ROOT/$BIN/ncclhooks \
+        NCCLHOOKS_MATRIX_OUT=$WORK/caller-matrix.md timeout 400 "$ROOT/$BIN/$name.test" -test.v -test.count=1 \
+        > "$WORK/test-$name.log" 2>&1; echo "exit $?")
+      grep -E "^(--- |PASS|FAIL|ok|panic)|caller matrix|^\| " "$WORK/test-$name.log" | head -60
+      grep -E "^\s+\S+_test.go:[0-9]+: " "$WORK/test-$name.log" | grep -vE "GPU test skipped" | head -40
+    done
+    cp "$WORK/caller-matrix.md" "$OUT/" 2>/dev/null
+  fi
+  if has examples; then
+    for ex in all-events latency skew field-capture sampled-trace; do
+      echo "== ncclhooks run examples/$ex.yaml --backend gpu"
+      $BIN/ncclhooks run examples/$ex.yaml --backend gpu --out "$WORK/$ex" --devices 1 --comms 4 --channels 16 --items 1000 --batch 4 --bytes 65536 2>&1 | tail -9
+    done
+    echo "== graph mode"
+    $BIN/ncclhooks run examples/all-events.yaml --backend gpu --graph --replays 5 --out "$WORK/graph" --devices 1 --comms 3 --channels 16 --items 400 2>&1 | tail -6
+  fi
+  if has nccl; then
+    for tag in v2.28.9-1 v2.30.7-1; do
+      echo "== build NCCL $tag with the device hook"
+      wait "${nccl_pid[$tag]}"; echo "exit $?"; tail -4 "$WORK/build-nccl-$tag.log"
+      lib=$WORK/nccl-$tag/lib/libnccl.so.2
+      [ -f "$lib" ] || continue
+      echo "-- register use of its kernels (cuobjdump -res-usage, sm_90)"
+      cuobjdump -res-usage "$lib" 2>/dev/null | python3 -c '
+import re, sys, collections
+rows = re.findall(r"Function ([^\s:]+):\s*REG:(\d+) STACK:(\d+)", sys.stdin.read())
+k = [(n, int(r), int(s)) for n, r, s in rows if "ncclDevKernel" in n]
+if k:
+    print("kernels:", len(k), "REG", sorted(collections.Counter(r for _, r, _ in k).items()), "STACK", min(s for *_, s in k), "-", max(s for *_, s in k))'
+      nm -D --defined-only "$lib" | grep -c ncclProfilerDevFuncName | sed 's/^/ncclProfilerDevFuncName exported: /'
+      opt=()
+      [ $tag = v2.30.7-1 ] && opt=(--no-timing)
+      OUT=$OUT BIN=$BIN WORK=$WORK/accept scripts/nccl-accept.sh "$WORK/nccl-$tag" "${opt[@]}"; echo "exit $?"
+    done
+    tar cJf "$OUT/nccl-libs.tar.xz" -C "$WORK" $(cd "$WORK" && ls -d nccl-v*/lib nccl-v*/include nccl-v*/build-info.txt 2>/dev/null) 2>/dev/null
+  fi
+  if has bench; then
+    echo "== bench (hook cost against the nop hook; one rate)"
+    timeout 200 $BIN/ncclhooks bench -profiles examples/all-events.yaml,examples/latency.yaml,examples/field-capture.yaml \
+      -rates 1e7 -o "$OUT/bench.md" 2>&1 | tail -40
+  fi
+}
+main 2>&1 | tee "$OUT/gpu-check.log"
+tar czf "$OUT/work.tgz" -C /tmp --exclude='gpu-check/nccl-v*' --exclude='*.bin' --exclude='cache' --exclude='*.jsonl' gpu-check 2>/dev/null
+ls -la "$OUT"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds the foreign callers of the plugin's device hook (caller.cu):
+#   caller_rdc96   -rdc, -maxrregcount=96: at NCCL's register budget (NCCL's
+#                  kernels use exactly 96)
+#   caller_rdc255  -rdc, no cap, enough live values to use well over 96
+#   caller_wp      whole program: the hook call is compiled out
+# usage: harness/callers/build.sh OUTDIR   (NVCC, ARCH override nvcc, sm_90)
+set -uo pipefail
+OUTDIR=${1:?usage: build.sh OUTDIR}
+NVCC=${NVCC:-nvcc}
+ARCH=${ARCH:-sm_90}
+SRC=$(cd "$(dirname "$0")" && pwd)/caller.cu
+mkdir -p "$OUTDIR" || exit 1
+OUTDIR=$(cd "$OUTDIR" && pwd)
+
+# -ldl/-lpthread also reach nvlink, which skips them with a warning: harmless.
+LINK=(-lcuda -ldl -lpthread -Xlinker --export-dynamic)
+COMMON=(-std=c++17 -O3 -arch="$ARCH" -Xptxas -v)
+
+build() { # name flags...
+  local name=$1; shift
+  "$NVCC" "${COMMON[@]}" -DCALLER_NAME="\"$name\"" "$@" -o "$OUTDIR/$name" "$SRC" "${LINK[@]}" \
+    > "$OUTDIR/$name.log" 2>&1
+}
+
+# LIVE values picked with nvcc 11.8 on sm_90 (uncapped -rdc: LIVE=64 needs
+# 161 registers, LIVE=96 needs 231), with room for other compilers.
+names=(caller_rdc96 caller_rdc255 caller_wp)
+build caller_rdc96 -rdc=true -Xptxas -maxrregcount=96 -DLIVE=64 & pids=($!)
+build caller_rdc255 -rdc=true -DLIVE=96 & pids+=($!)
+build caller_wp -DLIVE=32 & pids+=($!)
+
+failed=0
+for i in "${!pids[@]}"; do
+  if ! wait "${pids[$i]}"; then
+    echo "BUILD FAILED ${names[$i]}:"
+    cat "$OUTDIR/${names[$i]}.log"
+    failed=1
+  fi
+done
+[ "$failed" = 0 ] || exit 1
+
+# Kernel register count and stack from the linked image (res-usage REG is
+# right for kernels).
+usage_of() { # binary -> "REG STACK" of caller_kernel
+  cuobjdump -res-usage "$1" 2>/dev/null |
+    awk '/Function caller_kernel:/ { getline; for (i = 1; i <= NF; i++) { split($i, kv, ":"); r[kv[1]] = kv[2] }
+                                      print r["REG"], r["STACK"]; exit }'
+}
+
+status=0
+echo "nvcc $("$NVCC" --version | grep -oE "release [0-9.]+" | head -1), arch $ARCH"
+for name in "${names[@]}"; do
+  read -r reg stack <<< "$(usage_of "$OUTDIR/$name")"
+  if [ -z "${reg:-}" ]; then
+    echo "$name: no caller_kernel in cuobjdump -res-usage"
+    status=1
+    continue
+  fi
+  spill=$(grep -A4 "for 'caller_kernel'\|for caller_kernel" "$OUTDIR/$name.log" | grep -oE '[0-9]+ bytes spill stores' | head -1)
+  printf "%-14s REG %-4s STACK %-5s %s\n" "$name" "$reg" "$stack" "${spill:+($spill)}"
+  case $name in
+    caller_rdc96) [ "$reg" -eq 96 ] || { echo "  FAIL: caller_rdc96 must use exactly 96 registers"; status=1; } ;;
+    caller_rdc255) [ "$reg" -gt 96 ] || { echo "  FAIL: caller_rdc255 must use more than 96 registers"; status=1; } ;;
+  esac
+done
+exit $status
