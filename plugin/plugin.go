@@ -63,9 +63,7 @@ type comm struct {
 	nNodes    int
 	nRanks    int
 	rank      int
-	device    int // -1 until getDeviceHook
-	index     int // on its device
-	hookAsked bool
+	hookAsked bool // getDeviceHook gave it its context
 }
 
 func (c *comm) String() string {
@@ -88,7 +86,7 @@ func (s *state) init(commID uint64, name string, nNodes, nRanks, rank int) uint6
 	}
 	s.nextID++
 	id := s.nextID
-	c := &comm{id: id, commID: commID, name: name, nNodes: nNodes, nRanks: nRanks, rank: rank, device: -1}
+	c := &comm{id: id, commID: commID, name: name, nNodes: nNodes, nRanks: nRanks, rank: rank}
 	s.comms[id] = c
 	if s.inactive == "" {
 		ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: profile %q (%d hooks), backend %s, output %s",
@@ -215,16 +213,14 @@ func (s *state) deviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 	}
 	s.commsOnDevice[ord] = index + 1
 	info := sinks.Comm{Device: ord, Index: index}
+	desc := fmt.Sprintf("communicator %d", index) // getDeviceHook with no init before it
 	if c != nil {
-		c.hookAsked, c.device, c.index = true, ord, index
+		c.hookAsked = true
 		info.ID, info.Name, info.Rank, info.NRanks, info.NNodes = c.commID, c.name, c.rank, c.nRanks, c.nNodes
+		desc = c.String()
 	}
 	if err := s.jsonl.Comm(info); err != nil {
 		ncclLog(logWarn, fmt.Sprintf("ncclhooks: writing the comm line: %v", err))
-	}
-	desc := fmt.Sprintf("communicator %d", index)
-	if c != nil {
-		desc = c.String()
 	}
 	ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: device %d, comm index %d, hook %#x ctx %#x", desc, ord, index, d.Entry(), cctx))
 	return d.Entry(), cctx
@@ -320,8 +316,8 @@ func (s *state) compileGPU() (backend.Compiled, error) {
 		}
 	}
 	s.knobs.backend = "gpu"
-	gpu.SetRegisterCaps(s.knobs.registerCaps)
-	c, err := gpu.Compile(s.module, lib, cache, s.knobs.maxRegisters, strings.Fields(s.knobs.nvrtcOptions)...)
+	c, err := gpu.Compile(s.module, lib, gpu.Options{Cache: cache, Budget: s.knobs.maxRegisters,
+		Caps: s.knobs.registerCaps, Extra: strings.Fields(s.knobs.nvrtcOptions)})
 	if err != nil {
 		return nil, err
 	}

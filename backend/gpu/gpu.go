@@ -47,15 +47,14 @@ var HookOptions = []string{"--ptxas-options=-v"}
 
 // Compiled is a hook module compiled once per process and architecture.
 type Compiled struct {
-	mod   *hookgen.Module
-	lib   *nvrtc.Lib
-	cache *nvrtc.Cache
+	mod *hookgen.Module
+	lib *nvrtc.Lib
 
 	// wholeProgram compiles without -rdc=true; tests use it to prove that
 	// Load refuses the module-relative address that results.
 	wholeProgram bool
+	opt          Options  // Budget filled in
 	options      []string // NVRTC options of the hook module, without the register cap
-	budget       int      // registers a hook may use
 
 	// refused are the hooks left out of mod because they could fault NCCL's
 	// kernels (Compile regenerates the module without them).
@@ -102,31 +101,32 @@ func (e *UnsafeModuleError) Error() string {
 		"(simplify the hook: fewer fields, lets or aggregates; or split it into several hooks):\n%s", e.Arch, strings.Join(lines, "\n"))
 }
 
+// Options configures Compile.
+type Options struct {
+	Cache  *nvrtc.Cache // nil: no cache
+	Budget int          // registers a hook may use (NCCL_HOOKS_MAX_REGISTERS); 0: DefaultRegisterBudget
+	// Caps are the --maxrregcount values to try, in order, instead of 24,
+	// 32, ... up to the budget (NCCL_HOOKS_REGISTER_CAPS, for diagnostics);
+	// an unsafe build is refused either way.
+	Caps  []int
+	Extra []string // more NVRTC options (NCCL_HOOKS_NVRTC_OPTIONS), after HookOptions
+}
+
 // Compile compiles and links m for the architecture of device 0, without
 // creating a context on it (a context costs every rank memory on a device it
 // may not use); devices of other architectures are compiled for at Load.
 // Without nvJitLink, linking needs the driver's cuLink* and so a context:
-// compilation then happens at the first Load. cache may be nil. A compile
-// error is a *CompileError whose positions point into the profile.
+// compilation then happens at the first Load. A compile error is a
+// *CompileError whose positions point into the profile.
 //
 // Every build is checked for what it asks of its caller (Resources.Check,
-// against budget registers; 0 means DefaultRegisterBudget). A hook that could
-// fault NCCL's kernels is left out, and the module regenerated without it:
-// Refused lists them, and Module is the module actually built. If no hook is
-// left, the error is an *UnsafeModuleError.
-//
-// extra NVRTC options (NCCL_HOOKS_NVRTC_OPTIONS) follow HookOptions.
-func Compile(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache, budget int, extra ...string) (*Compiled, error) {
-	if budget == 0 {
-		budget = DefaultRegisterBudget
-	}
-	if budget < MinRegisterBudget || budget > 255 {
-		return nil, fmt.Errorf("gpu backend: a register budget of %d is outside %d..255 (NCCL_HOOKS_MAX_REGISTERS)", budget, MinRegisterBudget)
-	}
-	for _, o := range extra {
-		if strings.HasPrefix(o, "--maxrregcount") || strings.HasPrefix(o, "-maxrregcount") {
-			return nil, fmt.Errorf("gpu backend: NCCL_HOOKS_NVRTC_OPTIONS sets %q: the register cap follows the budget; set NCCL_HOOKS_MAX_REGISTERS instead", o)
-		}
+// against opt.Budget). A hook that could fault NCCL's kernels is left out,
+// and the module regenerated without it: Refused lists them, and Module is
+// the module actually built. If no hook is left, the error is an
+// *UnsafeModuleError.
+func Compile(m *hookgen.Module, lib *nvrtc.Lib, opt Options) (*Compiled, error) {
+	if err := opt.check(); err != nil {
+		return nil, err
 	}
 	n, err := lib.DeviceCount()
 	if err != nil {
@@ -135,7 +135,7 @@ func Compile(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache, budget int, 
 	if n == 0 {
 		return nil, errors.New("gpu backend: no CUDA device is visible (check CUDA_VISIBLE_DEVICES, or use NCCL_HOOKS_BACKEND=cpu)")
 	}
-	c := newCompiled(m, lib, cache, budget, extra)
+	c := newCompiled(m, lib, opt)
 	if !lib.HasJitLink() {
 		return c, nil
 	}
@@ -165,7 +165,7 @@ func (c *Compiled) withoutUnsafeHooks(arch string, compile compileFunc, whole *u
 		if err != nil {
 			return nil, err
 		}
-		one := newCompiled(m, c.lib, c.cache, c.budget, c.extraOptions())
+		one := newCompiled(m, c.lib, c.opt)
 		var u *unsafeBuild
 		if _, err := one.imagesFor(arch, compile); errors.As(err, &u) {
 			refused = append(refused, Refusal{Hook: h.Name, Pos: h.Pos, Why: u.check.Error()})
@@ -184,7 +184,7 @@ func (c *Compiled) withoutUnsafeHooks(arch string, compile compileFunc, whole *u
 	if err != nil {
 		return nil, err
 	}
-	rest := newCompiled(m, c.lib, c.cache, c.budget, c.extraOptions())
+	rest := newCompiled(m, c.lib, c.opt)
 	if _, err := rest.imagesFor(arch, compile); err != nil {
 		var u *unsafeBuild
 		if errors.As(err, &u) {
@@ -223,11 +223,33 @@ func (c *Compiled) Resources(arch string) (Resources, int) {
 	return Resources{}, 0
 }
 
-func (c *Compiled) extraOptions() []string { return c.options[len(HookOptions):] }
+// check fills in the default budget and refuses options that cannot work.
+func (o *Options) check() error {
+	if o.Budget == 0 {
+		o.Budget = DefaultRegisterBudget
+	}
+	if o.Budget < MinRegisterBudget || o.Budget > 255 {
+		return fmt.Errorf("gpu backend: a register budget of %d is outside %d..255 (NCCL_HOOKS_MAX_REGISTERS)", o.Budget, MinRegisterBudget)
+	}
+	for _, x := range o.Extra {
+		if strings.HasPrefix(x, "--maxrregcount") || strings.HasPrefix(x, "-maxrregcount") {
+			return fmt.Errorf("gpu backend: NCCL_HOOKS_NVRTC_OPTIONS sets %q: the register cap follows the budget; set NCCL_HOOKS_MAX_REGISTERS instead", x)
+		}
+	}
+	return nil
+}
 
-func newCompiled(m *hookgen.Module, lib *nvrtc.Lib, cache *nvrtc.Cache, budget int, extra []string) *Compiled {
-	return &Compiled{mod: m, lib: lib, cache: cache, budget: budget, images: map[string]*archImages{},
-		options: append(append([]string(nil), HookOptions...), extra...)}
+// caps are the register caps to build with, lowest first.
+func (o *Options) caps() []int {
+	if len(o.Caps) > 0 {
+		return o.Caps
+	}
+	return registerCaps(o.Budget)
+}
+
+func newCompiled(m *hookgen.Module, lib *nvrtc.Lib, opt Options) *Compiled {
+	return &Compiled{mod: m, lib: lib, opt: opt, images: map[string]*archImages{},
+		options: append(append([]string(nil), HookOptions...), opt.Extra...)}
 }
 
 type compileFunc func(string, nvrtc.CompileOptions) (*nvrtc.Image, error)
@@ -266,9 +288,9 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 	var res Resources
 	var regCap int
 	var refused *unsafeBuild
-	for _, cap := range registerCaps(c.budget) {
+	for _, cap := range c.opt.caps() {
 		opts := append(append([]string(nil), c.options...), fmt.Sprintf("--maxrregcount=%d", cap))
-		opt := nvrtc.CompileOptions{Name: SourceName, Options: opts, Cache: c.cache, Link: true, WholeProgram: c.wholeProgram}
+		opt := nvrtc.CompileOptions{Name: SourceName, Options: opts, Cache: c.opt.Cache, Link: true, WholeProgram: c.wholeProgram}
 		img, err := compile(c.mod.Source, opt)
 		if err != nil {
 			var ce *nvrtc.CompileError
@@ -285,7 +307,7 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 		if err != nil {
 			return nil, fmt.Errorf("gpu backend: %w", err)
 		}
-		if err := r.Check(c.budget); err != nil {
+		if err := r.Check(c.opt.Budget); err != nil {
 			refused = &unsafeBuild{res: r, check: err}
 			continue
 		}
@@ -296,7 +318,7 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 		return nil, refused
 	}
 	// The clock kernel is called from no other module: whole-program code.
-	clock, err := compile(clockSrc, nvrtc.CompileOptions{Name: "ncclhooks_clock.cu", Cache: c.cache, WholeProgram: true})
+	clock, err := compile(clockSrc, nvrtc.CompileOptions{Name: "ncclhooks_clock.cu", Cache: c.opt.Cache, WholeProgram: true})
 	if err != nil {
 		return nil, fmt.Errorf("gpu backend: compiling the clock kernel: %w", err)
 	}
@@ -305,7 +327,7 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 	major, minor := c.lib.NVRTCVersion()
 	how := fmt.Sprintf("%.1fms (link %.1fms)", ms(hook.CompileTime), ms(hook.LinkTime))
 	switch {
-	case c.cache == nil:
+	case c.opt.Cache == nil:
 		how = "no cache, " + how
 	case !hook.CacheHit:
 		how = "cache miss, compiled in " + how
@@ -314,7 +336,7 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 		how = fmt.Sprintf("cache hit, %.1fms", ms(hook.CompileTime))
 	}
 	how += fmt.Sprintf("; %s (built with --maxrregcount=%d; callers need at least %d registers, budget %d)",
-		res, regCap, res.Registers, c.budget)
+		res, regCap, res.Registers, c.opt.Budget)
 	if hook.CacheRepaired != "" {
 		how += " (replaced a bad cache entry: " + hook.CacheRepaired + ")"
 	}

@@ -105,7 +105,7 @@ type played struct {
 
 func loadWithCaller(t *testing.T, lib *nvrtc.Lib, m *hookgen.Module, cache *nvrtc.Cache) *played {
 	t.Helper()
-	comp, err := Compile(m, lib, cache, 0)
+	comp, err := Compile(m, lib, Options{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestGPUGeneratedHookCalledFromAnotherModule(t *testing.T) {
 
 func TestGPUWholeProgramIsRefused(t *testing.T) {
 	lib := openLib(t)
-	c := newCompiled(allEventsModule(t, 64), lib, nil, DefaultRegisterBudget, nil)
+	c := newCompiled(allEventsModule(t, 64), lib, Options{Budget: DefaultRegisterBudget})
 	c.wholeProgram = true
 	d, err := c.Load(0)
 	if err == nil {
@@ -260,11 +260,11 @@ func TestGPUCacheAndCompileErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := allEventsModule(t, 64)
-	cold, err := Compile(m, lib, cache, 0)
+	cold, err := Compile(m, lib, Options{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
-	warm, err := Compile(m, lib, cache, 0)
+	warm, err := Compile(m, lib, Options{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestGPUCacheAndCompileErrors(t *testing.T) {
 	lines[span.Start-1] += " int hk_broken = ;"
 	bad := *m
 	bad.Source = strings.Join(lines, "\n")
-	_, err = Compile(&bad, lib, nil, 0)
+	_, err = Compile(&bad, lib, Options{})
 	var ce *CompileError
 	if !errors.As(err, &ce) {
 		t.Fatalf("err = %v, want a *CompileError", err)

@@ -39,7 +39,7 @@ func TestGPURefusesWhatCouldFaultTheCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := Compile(both, lib, nil, MinRegisterBudget)
+	c, err := Compile(both, lib, Options{Budget: MinRegisterBudget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestGPURefusesWhatCouldFaultTheCaller(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = Compile(one, lib, nil, MinRegisterBudget)
+		_, err = Compile(one, lib, Options{Budget: MinRegisterBudget})
 		var ue *UnsafeModuleError
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "p.yaml:7:5") {
 			t.Fatalf("the latency hook alone at budget %d: %v, want an *UnsafeModuleError naming p.yaml:7:5", MinRegisterBudget, err)
@@ -71,7 +71,7 @@ func TestGPURefusesWhatCouldFaultTheCaller(t *testing.T) {
 	p := loadCompiled(t, c)
 	p.run(t, 4, 64)
 
-	c, err = Compile(both, lib, nil, 0)
+	c, err = Compile(both, lib, Options{})
 	if err != nil || len(c.Refused()) != 0 || len(c.Module().Hooks) != 2 {
 		t.Fatalf("at the default budget: %v, refused %v", err, c.Refused())
 	}
@@ -97,12 +97,12 @@ func TestGPUCompilerDivisionIsRefused(t *testing.T) {
 	if !strings.Contains(m.Source, "hk_div(") {
 		t.Fatal("the generated division is not hk_div")
 	}
-	if _, err := Compile(m, lib, nil, 0); err != nil {
+	if _, err := Compile(m, lib, Options{}); err != nil {
 		t.Fatalf("hk_div: %v", err)
 	}
 	bad := *m
 	bad.Source = strings.Replace(m.Source, "HK_FN double hk_div(double a, double b) {", "HK_FN double hk_div(double a, double b) { return a / b;", 1)
-	_, err = Compile(&bad, lib, nil, 0)
+	_, err = Compile(&bad, lib, Options{})
 	if err == nil || !strings.Contains(err.Error(), "stack frame") {
 		t.Fatalf("the compiler's division was accepted: %v", err)
 	}

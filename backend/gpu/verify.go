@@ -48,23 +48,12 @@ const MinRegisterBudget = 24
 // cap to cap without a pattern (CUDA 11.8, sm_90: one profile's entry has a
 // frame at every cap but 40, another at every cap but 56).
 func registerCaps(budget int) []int {
-	if forcedCaps != nil {
-		return forcedCaps
-	}
 	var caps []int
 	for c := MinRegisterBudget; c < budget; c += 8 {
 		caps = append(caps, c)
 	}
 	return append(caps, budget)
 }
-
-// forcedCaps replaces the ladder (SetRegisterCaps; diagnostics only).
-var forcedCaps []int
-
-// SetRegisterCaps makes every later build try exactly caps, in order,
-// instead of the ladder (NCCL_HOOKS_REGISTER_CAPS: to compare builds when
-// chasing a fault; nil restores the ladder).
-func SetRegisterCaps(caps []int) { forcedCaps = caps }
 
 // Resources is what a linked hook module's entry asks of the kernel that
 // calls it, read from the cubin the loader sees.
@@ -114,7 +103,7 @@ func (r Resources) Check(budget int) error {
 		p = append(p, fmt.Sprintf("needs a %d-byte stack frame (a hook may have none: the stack it would grow into belongs to NCCL's kernel)", r.FrameBytes))
 	}
 	for _, c := range r.Calls {
-		p = append(p, fmt.Sprintf("calls %s%s (a call needs a stack frame)", c, helperWhat(c)))
+		p = append(p, fmt.Sprintf("calls %s (a call needs a stack frame)", c))
 	}
 	for _, a := range r.Addresses {
 		p = append(p, fmt.Sprintf("addresses the module symbol %s directly (the hook must reach its state through devCtx)", a))
@@ -123,21 +112,6 @@ func (r Resources) Check(budget int) error {
 		return nil
 	}
 	return &UnsafeError{Resources: r, Budget: budget, Problems: p}
-}
-
-// helperWhat names what a compiler helper implements, for error messages.
-func helperWhat(name string) string {
-	switch {
-	case strings.Contains(name, "div_f64"), strings.Contains(name, "div_rn_f64"), strings.Contains(name, "drcp"):
-		return ", the compiler's double division"
-	case strings.Contains(name, "div_rn") && strings.Contains(name, "f32"):
-		return ", the compiler's float division"
-	case strings.Contains(name, "rem_"), strings.Contains(name, "div_s64"), strings.Contains(name, "div_u64"):
-		return ", the compiler's 64-bit integer division"
-	case strings.Contains(name, "sqrt"):
-		return ", the compiler's square root"
-	}
-	return ""
 }
 
 // Attribute codes of the cubin's .nv.info section (the values cuobjdump
@@ -259,11 +233,11 @@ type HookCheck struct {
 
 // Verify compiles every enabled hook of m's profile on its own for arch, as
 // Compile would (lowest safe register cap first), and checks each build
-// against budget registers: what ncclhooks validate reports. No device or
-// context is needed, only NVRTC and nvJitLink.
-func Verify(m *hookgen.Module, lib *nvrtc.Lib, arch string, budget int) ([]HookCheck, error) {
-	if budget == 0 {
-		budget = DefaultRegisterBudget
+// against opt.Budget: what ncclhooks validate reports. No device or context
+// is needed, only NVRTC and nvJitLink.
+func Verify(m *hookgen.Module, lib *nvrtc.Lib, arch string, opt Options) ([]HookCheck, error) {
+	if err := opt.check(); err != nil {
+		return nil, err
 	}
 	if !lib.HasJitLink() {
 		return nil, errors.New("gpu backend: checking a hook needs nvJitLink to link it, and it was not found")
@@ -275,13 +249,13 @@ func Verify(m *hookgen.Module, lib *nvrtc.Lib, arch string, budget int) ([]HookC
 		if err != nil {
 			return nil, err
 		}
-		c := newCompiled(one, lib, nil, budget, nil)
+		c := newCompiled(one, lib, opt)
 		hc := HookCheck{Hook: h.Name, Pos: h.Pos}
 		_, err = c.imagesFor(arch, compile)
 		var u *unsafeBuild
 		switch {
 		case errors.As(err, &u):
-			hc.Resources, hc.RegCap, hc.Err = u.res, budget, u.check
+			hc.Resources, hc.RegCap, hc.Err = u.res, opt.Budget, u.check
 		case err != nil:
 			return nil, err
 		default:

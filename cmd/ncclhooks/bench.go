@@ -253,7 +253,7 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 	var dev backend.Device
 	for _, label := range []string{"cold", "warm"} {
 		t0 := time.Now()
-		c, err := gpubackend.Compile(m, b.lib, cache, 0)
+		c, err := gpubackend.Compile(m, b.lib, gpubackend.Options{Cache: cache})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -62,7 +62,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		if lib == nil {
 			continue
 		}
-		checks, err := gpu.Verify(m, lib, *arch, *budget)
+		checks, err := gpu.Verify(m, lib, *arch, gpu.Options{Budget: *budget})
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", path, err)
 			rc = 1
