@@ -27,9 +27,11 @@ type Summary struct {
 	OutputFile    string
 	Rows          []Row
 	Aggs          []AggCheck
-	Problems      []string // about the run as a whole (contexts, comm lines)
-	Refused       []string // hooks the plugin left out as unsafe to call, with why
-	Log           string   // what the plugin logged through the NCCL logger
+	Problems      []string    // about the run as a whole (contexts, comm lines)
+	Refused       []string    // hooks the plugin left out as unsafe to call, with why
+	CommLines     map[int]int // comm lines per device
+	Pairs         []PairCheck // START/STOP per work item, for hooks that record enough to tell
+	Log           string      // what the plugin logged through the NCCL logger
 }
 
 // Row is one hook on one device.
@@ -51,6 +53,11 @@ type Row struct {
 func (s *Summary) OK() bool {
 	if len(s.Problems) > 0 {
 		return false
+	}
+	for _, p := range s.Pairs {
+		if len(p.Problems) > 0 {
+			return false
+		}
 	}
 	for _, r := range s.Rows {
 		if len(r.Problems) > 0 {
@@ -147,8 +154,9 @@ func (s *Summary) check(prof *config.Profile, logs map[int][]Event, emitted map[
 
 // CheckFile checks a plugin output file against the events a caller of the
 // hooks passed them on each of devices devices (logs and emitted by device;
-// a device without a log is checked for accounting only), as Run checks its
-// own runs: callers the harness did not build use it (harness/callers).
+// a device without a log is checked for accounting only; devices 0: those
+// the output names), as Run checks its own runs: callers the harness did not
+// build (harness/callers) and real NCCL (ncclhooks check) use it.
 func CheckFile(prof *config.Profile, file string, devices int, logs map[int][]Event, emitted map[int]uint64) (*Summary, error) {
 	s := &Summary{Config: Config{Devices: devices}, HookActive: true}
 	for d := range devices {
@@ -163,7 +171,20 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 	if err != nil {
 		return err
 	}
+	if s.Config.Devices <= 0 { // from the output: the devices its comm lines and dump_stats name
+		for _, c := range out.comms {
+			s.Config.Devices = max(s.Config.Devices, c.Device+1)
+		}
+		for k := range out.final {
+			s.Config.Devices = max(s.Config.Devices, k.device+1)
+		}
+	}
+	s.CommLines = map[int]int{}
+	for _, c := range out.comms {
+		s.CommLines[c.Device]++
+	}
 	s.checkComms(out, logs)
+	s.Pairs = checkPairs(prof, out)
 	s.checkAggregates(prof, logs, out)
 	for _, h := range prof.EnabledHooks() {
 		if why, ok := out.refused[h.Name]; ok {

@@ -3,13 +3,17 @@ package harness
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/ncclhooks/ncclhooks/config"
 )
 
-// PairCheck is what CheckPairs found for one hook on one device.
+// PairCheck is, for one hook on one device, what the records say about the
+// work items they come from.
 type PairCheck struct {
 	Hook     string
 	Device   int
@@ -19,17 +23,14 @@ type PairCheck struct {
 	Problems []string
 }
 
-// CheckPairs checks, for every hook that records comm, channelId,
-// workCounter and phase, that each work item of each communicator has
-// exactly one START and one STOP record (strictly when the hook dropped
-// nothing; otherwise that none has two of either), and that every recorded
-// function id was named by the NCCL that ran (no "func#N" fallbacks). It is
-// the check of real NCCL runs, where no event log says what was emitted.
-func CheckPairs(prof *config.Profile, file string) ([]PairCheck, error) {
-	out, err := readOutput(file)
-	if err != nil {
-		return nil, err
-	}
+// checkPairs checks, for every hook that records comm, channelId,
+// workCounter and phase, that no work item of a communicator has two START
+// or two STOP records, and, where the hook dropped nothing and has no when
+// (sampling keeps or drops both phases of an item), that each has exactly one
+// of each; and that every recorded function id was named by the NCCL that ran
+// (no "func#N" fallbacks). It is what can be checked of real NCCL runs, where
+// no event log says what was emitted.
+func checkPairs(prof *config.Profile, out *output) []PairCheck {
 	type item struct {
 		comm, ch int
 		wc       uint64
@@ -43,13 +44,14 @@ func CheckPairs(prof *config.Profile, file string) ([]PairCheck, error) {
 		if names["comm"] == "" || names["channelId"] == "" || names["workCounter"] == "" || names["phase"] == "" {
 			continue
 		}
-		devs := map[int]bool{}
+		var devs []int
 		for k := range out.final {
 			if k.hook == h.Name {
-				devs[k.device] = true
+				devs = append(devs, k.device)
 			}
 		}
-		for d := range devs {
+		sort.Ints(devs)
+		for _, d := range devs {
 			pc := PairCheck{Hook: h.Name, Device: d, Funcs: map[string]int{}}
 			counts := map[item][2]int{}
 			bad := 0
@@ -80,7 +82,7 @@ func CheckPairs(prof *config.Profile, file string) ([]PairCheck, error) {
 				}
 			}
 			st := out.final[statKey{h.Name, d}]
-			strict := st.Dropped == 0
+			strict := st.Dropped == 0 && h.When == nil
 			for k, c := range counts {
 				pc.Items++
 				if c[0] == 1 && c[1] == 1 {
@@ -99,7 +101,7 @@ func CheckPairs(prof *config.Profile, file string) ([]PairCheck, error) {
 			res = append(res, pc)
 		}
 	}
-	return res, nil
+	return res
 }
 
 // OutputFiles lists the plugin's JSON lines files in dir, one per process.
@@ -111,11 +113,27 @@ func OutputFiles(dir string) ([]string, error) {
 	var files []string
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), "ncclhooks-") && strings.HasSuffix(e.Name(), ".jsonl") {
-			files = append(files, dir+"/"+e.Name())
+			files = append(files, filepath.Join(dir, e.Name()))
 		}
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("no ncclhooks-*.jsonl output in %s", dir)
 	}
 	return files, nil
+}
+
+// PrintPairs writes one line per pair check and its problems.
+func (s *Summary) PrintPairs(w io.Writer) {
+	for _, p := range s.Pairs {
+		var fns []string
+		for fn, n := range p.Funcs {
+			fns = append(fns, fmt.Sprintf("%s x%d", fn, n))
+		}
+		sort.Strings(fns)
+		fmt.Fprintf(w, "pairs %s device %d: %d work items, %d with one START and one STOP; functions: %s\n",
+			p.Hook, p.Device, p.Items, p.Paired, strings.Join(fns, ", "))
+		for _, pr := range p.Problems {
+			fmt.Fprintf(w, "MISMATCH %s device %d: %s\n", p.Hook, p.Device, pr)
+		}
+	}
 }

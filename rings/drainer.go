@@ -254,7 +254,7 @@ func (d *Drainer) passAll(final bool, makeRoom func(*consumer)) passResult {
 		if err := dv.dev.ReadCtl(dv.ctl); err != nil {
 			if !dv.ctlErr {
 				dv.ctlErr = true
-				d.logReadFailure(dv, "buffer heads", err)
+				d.logReadFailure(dv, err, "reading buffer heads failed, its records are not drained")
 			}
 			continue
 		}
@@ -409,7 +409,7 @@ func (d *Drainer) aggSnapshots(dv *device, now int64, final bool) []sinks.AggSna
 	if err := dv.dev.ReadAgg(dv.agg); err != nil {
 		if !dv.aggErr {
 			dv.aggErr = true
-			d.logReadFailure(dv, "aggregates", err)
+			d.logReadFailure(dv, err, "reading aggregates failed, their snapshots are left out")
 		}
 		return nil
 	}
@@ -491,7 +491,7 @@ func (d *Drainer) Settle() Summary {
 // process exit the CUDA driver shuts down under the drainer: after a final
 // dump with nothing new since, that is expected and only worth an INFO line;
 // before one, records may be lost, which is worth a WARN.
-func (d *Drainer) logReadFailure(dv *device, what string, err error) {
+func (d *Drainer) logReadFailure(dv *device, err error, warning string) {
 	if errors.Is(err, backend.ErrShutdown) {
 		if dv.shutdownLogged {
 			return
@@ -504,11 +504,7 @@ func (d *Drainer) logReadFailure(dv *device, what string, err error) {
 		d.log(LogWarn, fmt.Sprintf("ncclhooks: device %d: the CUDA driver shut down (process exit) before the last communicator was finalized: records since the last dump are not in the output (%v)", dv.ordinal, err))
 		return
 	}
-	if what == "aggregates" {
-		d.log(LogWarn, fmt.Sprintf("ncclhooks: device %d: reading aggregates failed, their snapshots are left out: %v", dv.ordinal, err))
-		return
-	}
-	d.log(LogWarn, fmt.Sprintf("ncclhooks: device %d: reading %s failed, its records are not drained: %v", dv.ordinal, what, err))
+	d.log(LogWarn, fmt.Sprintf("ncclhooks: device %d: %s: %v", dv.ordinal, warning, err))
 }
 
 // settledClean reports whether a final dump covered every position the

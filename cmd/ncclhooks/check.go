@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"sort"
-	"strings"
 
 	"github.com/ncclhooks/ncclhooks/config"
 	"github.com/ncclhooks/ncclhooks/harness"
@@ -57,40 +52,19 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	ok := true
 	for _, file := range files {
-		devices, commsOf, err := outputDevices(file)
+		s, err := harness.CheckFile(prof, file, 0, logs, emitted)
 		if err != nil {
 			fmt.Fprintln(stderr, err)
 			return 2
 		}
-		fmt.Fprintf(stdout, "%s: %d device(s), communicators per device %v\n", file, devices, commsOf)
-		s, err := harness.CheckFile(prof, file, devices, logs, emitted)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
-		}
+		fmt.Fprintf(stdout, "%s: %d device(s), comm lines per device %v\n", file, s.Config.Devices, s.CommLines)
 		s.Print(stdout)
+		s.PrintAggs(stdout)
+		s.PrintPairs(stdout)
 		ok = ok && (s.OK() || len(s.Rows)+len(s.Aggs) == 0 && len(s.Problems) == 0) && len(s.Refused) == 0
-		for d := range devices {
-			if *comms > 0 && commsOf[d] != *comms {
-				fmt.Fprintf(stdout, "MISMATCH device %d: %d comm lines, want %d\n", d, commsOf[d], *comms)
-				ok = false
-			}
-		}
-		pairs, err := harness.CheckPairs(prof, file)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
-		}
-		for _, p := range pairs {
-			var fns []string
-			for fn, n := range p.Funcs {
-				fns = append(fns, fmt.Sprintf("%s x%d", fn, n))
-			}
-			sort.Strings(fns)
-			fmt.Fprintf(stdout, "pairs %s device %d: %d work items, %d with one START and one STOP; functions: %s\n",
-				p.Hook, p.Device, p.Items, p.Paired, strings.Join(fns, ", "))
-			for _, pr := range p.Problems {
-				fmt.Fprintf(stdout, "MISMATCH %s device %d: %s\n", p.Hook, p.Device, pr)
+		for d := range s.Config.Devices {
+			if *comms > 0 && s.CommLines[d] != *comms {
+				fmt.Fprintf(stdout, "MISMATCH device %d: %d comm lines, want %d\n", d, s.CommLines[d], *comms)
 				ok = false
 			}
 		}
@@ -101,34 +75,4 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "result: exact")
 	return 0
-}
-
-// outputDevices reads the comm and dump_stats lines: the number of devices
-// and the comm lines per device.
-func outputDevices(file string) (int, map[int]int, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer f.Close()
-	devices, comms := 0, map[int]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var l struct {
-			Type   string `json:"type"`
-			Device int    `json:"device"`
-		}
-		if json.Unmarshal(sc.Bytes(), &l) != nil {
-			continue // readOutput reports the line
-		}
-		switch l.Type {
-		case "comm":
-			comms[l.Device]++
-			devices = max(devices, l.Device+1)
-		case "dump_stats":
-			devices = max(devices, l.Device+1)
-		}
-	}
-	return devices, comms, sc.Err()
 }
