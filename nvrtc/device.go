@@ -144,10 +144,15 @@ func (d *Device) stream(s *Stream) (C.hk_h, error) {
 	return d.private, nil
 }
 
-// Alloc allocates n bytes of zeroed device memory.
+// Alloc allocates n bytes of device memory, zeroed on the private stream
+// before it returns (so later copies on any stream land after the zeroing).
 func (d *Device) Alloc(n int) (uint64, error) {
+	h, err := d.stream(nil)
+	if err != nil {
+		return 0, err
+	}
 	var p C.ulonglong
-	if r := C.hk_cuMemAllocZero(d.ctx, &p, C.size_t(n)); r != 0 {
+	if r := C.hk_cuMemAllocZero(d.ctx, &p, C.size_t(n), h); r != 0 {
 		return 0, fmt.Errorf("device %d: allocating %d bytes: %w", d.Ordinal, n, cuErr("cuMemAlloc", r))
 	}
 	return uint64(p), nil
@@ -229,6 +234,11 @@ func (d *Device) NewStream() (*Stream, error) {
 	}
 	return s, nil
 }
+
+// legacyStream is CUDA's legacy default stream (CU_STREAM_LEGACY), which the
+// package itself never uses: its tests queue work there to stand for what
+// NCCL or the application has queued on blocking streams.
+func (d *Device) legacyStream() *Stream { return &Stream{d: d, h: 1} }
 
 // Sync waits for the work queued on s.
 func (s *Stream) Sync() error {

@@ -1,6 +1,7 @@
 package nvrtc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -238,6 +239,53 @@ func TestGPUCompileError(t *testing.T) {
 	}
 	if _, err := d.Compile("", CompileOptions{Options: []string{"-arch=sm_80"}}); err == nil {
 		t.Fatal("a conflicting -arch option was accepted")
+	}
+}
+
+// spinSrc keeps a stream busy for ns nanoseconds.
+const spinSrc = `
+extern "C" __global__ void spin(unsigned long long ns) {
+	unsigned long long t0, t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+`
+
+// TestGPUAllocZeroedBeforeLaterCopies: memory from Alloc, written at once on
+// the private stream, keeps what was written while other work holds the
+// legacy default stream. Zeroing it there (cuMemsetD8) lets the zeros land
+// after the copy: a communicator's context then read as zeros in the caller's
+// kernel (the caller matrix's faults with six processes on the GPU).
+func TestGPUAllocZeroedBeforeLaterCopies(t *testing.T) {
+	d := openGPU(t)
+	m := mustLoad(t, d, mustCompile(t, d, spinSrc, CompileOptions{Name: "spin.cu"}).Cubin)
+	spin, err := m.Function("spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := d.legacyStream()
+	if err := d.Launch(spin, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, legacy, uint64(300e6)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(p)
+	want := bytes.Repeat([]byte{0xab}, 64)
+	if err := d.CopyHtoD(p, want, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := legacy.Sync(); err != nil { // the spin and whatever was queued behind it
+		t.Fatal(err)
+	}
+	got := make([]byte, 64)
+	if err := d.CopyDtoH(got, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("memory from Alloc, written on the private stream, reads % x after the legacy stream drained: "+
+			"its zeroing ran after the copy", got[:16])
 	}
 }
 

@@ -118,11 +118,18 @@ int hk_cuModuleGetFunction(hk_h ctx, hk_h *fn, hk_h mod, const char *name) {
 	IN_CTX(ctx, cuModuleGetFunction, F(hk_cu, cuModuleGetFunction, hk_h *, hk_h, const char *)(fn, mod, name));
 }
 
-static int allocZero(unsigned long long *dptr, size_t n) {
-	if (!hk_cu.cuMemsetD8 || !hk_cu.cuMemFree) return HK_MISSING;
+static int syncOn(int r, hk_h s);
+
+// The zeroing goes on the private stream, and is waited for: cuMemsetD8 would
+// run on the legacy default stream, which a non-blocking stream does not wait
+// for, so a later copy on the private stream could land before it and be
+// zeroed (seen on the H200 with six processes sharing the GPU: contexts
+// written with cuMemcpyHtoDAsync read as zeros in NCCL's kernel).
+static int allocZero(unsigned long long *dptr, size_t n, hk_h s) {
+	if (!hk_cu.cuMemsetD8Async || !hk_cu.cuMemFree) return HK_MISSING;
 	int r = F(hk_cu, cuMemAlloc, unsigned long long *, size_t)(dptr, n);
 	if (r) return r;
-	r = F(hk_cu, cuMemsetD8, unsigned long long, unsigned char, size_t)(*dptr, 0, n);
+	r = syncOn(F(hk_cu, cuMemsetD8Async, unsigned long long, unsigned char, size_t, hk_h)(*dptr, 0, n, s), s);
 	if (r) {
 		F(hk_cu, cuMemFree, unsigned long long)(*dptr);
 		*dptr = 0;
@@ -130,7 +137,7 @@ static int allocZero(unsigned long long *dptr, size_t n) {
 	return r;
 }
 
-int hk_cuMemAllocZero(hk_h ctx, unsigned long long *dptr, size_t n) { IN_CTX(ctx, cuMemAlloc, allocZero(dptr, n)); }
+int hk_cuMemAllocZero(hk_h ctx, unsigned long long *dptr, size_t n, hk_h s) { IN_CTX(ctx, cuMemAlloc, allocZero(dptr, n, s)); }
 
 int hk_cuMemFree(hk_h ctx, unsigned long long dptr) { IN_CTX(ctx, cuMemFree, F(hk_cu, cuMemFree, unsigned long long)(dptr)); }
 

@@ -19,7 +19,7 @@ typedef struct {
 	void *cuDevicePrimaryCtxRetain, *cuDevicePrimaryCtxRelease;
 	void *cuCtxGetCurrent, *cuCtxSetCurrent, *cuCtxSynchronize;
 	void *cuModuleLoadData, *cuModuleUnload, *cuModuleGetGlobal, *cuModuleGetFunction;
-	void *cuMemAlloc, *cuMemFree, *cuMemsetD8, *cuMemHostAlloc, *cuMemHostGetDevicePointer, *cuMemFreeHost;
+	void *cuMemAlloc, *cuMemFree, *cuMemHostAlloc, *cuMemHostGetDevicePointer, *cuMemFreeHost;
 	void *cuStreamCreate, *cuStreamSynchronize, *cuStreamDestroy;
 	void *cuMemcpyHtoDAsync, *cuMemcpyDtoHAsync, *cuMemcpyDtoDAsync, *cuMemsetD8Async;
 	void *cuLaunchKernel;
@@ -78,7 +78,7 @@ int hk_cuModuleLoadData(hk_h ctx, hk_h *mod, const void *img);
 int hk_cuModuleUnload(hk_h ctx, hk_h mod);
 int hk_cuModuleGetGlobal(hk_h ctx, unsigned long long *dptr, size_t *size, hk_h mod, const char *name);
 int hk_cuModuleGetFunction(hk_h ctx, hk_h *fn, hk_h mod, const char *name);
-int hk_cuMemAllocZero(hk_h ctx, unsigned long long *dptr, size_t n);
+int hk_cuMemAllocZero(hk_h ctx, unsigned long long *dptr, size_t n, hk_h s);
 int hk_cuMemFree(hk_h ctx, unsigned long long dptr);
 int hk_cuMemHostAllocMapped(hk_h ctx, void **host, unsigned long long *dptr, size_t n);
 int hk_cuMemFreeHost(hk_h ctx, void *host);

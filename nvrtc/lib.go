@@ -311,7 +311,6 @@ func bindDriver(lib C.hk_h) (missing []string) {
 	req(&t.cuModuleGetFunction, "cuModuleGetFunction")
 	req(&t.cuMemAlloc, "cuMemAlloc_v2")
 	req(&t.cuMemFree, "cuMemFree_v2")
-	req(&t.cuMemsetD8, "cuMemsetD8_v2")
 	req(&t.cuMemHostAlloc, "cuMemHostAlloc")
 	req(&t.cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2")
 	req(&t.cuMemFreeHost, "cuMemFreeHost")
