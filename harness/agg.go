@@ -113,8 +113,11 @@ func hostComputable(x *config.Expr, lets map[string]bool) bool {
 	return ok
 }
 
+// compileExpr compiles x against the names deviceValues provides (lets stay
+// undefined until run time): without them in the environment, expr-lang would
+// take a name such as duration for its builtin function of that name.
 func compileExpr(x *config.Expr) (*vm.Program, error) {
-	return expr.Compile(x.Source, expr.Env(map[string]any{}), expr.AllowUndefinedVariables())
+	return expr.Compile(x.Source, expr.Env(deviceValues([]Event{{}}, 0)[0]), expr.AllowUndefinedVariables())
 }
 
 // checkAggregates compares each aggregate's final snapshot in the output with

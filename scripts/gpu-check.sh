@@ -10,11 +10,12 @@
 #   4. acceptance inside each patched NCCL and the time per NCCL call
 #   5. the hook cost against the nop hook (ncclhooks bench, one rate)
 # Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples bench"
-# picks steps (default all).
+# picks steps (default all but bench), GPU_TESTS test packages, NCCL_TAGS tags.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.dev/gpu
-TESTS=(nvrtc backend/gpu harness/gpu harness/callers)
+read -ra TESTS <<< "${GPU_TESTS:-nvrtc backend/gpu harness/gpu harness/callers}" # GPU_TESTS picks packages
+read -ra TAGS <<< "${NCCL_TAGS:-v2.28.9-1 v2.30.7-1}"
 case "${1:-}" in
 build)
   mkdir -p $BIN
@@ -45,7 +46,7 @@ main() {
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvcc --version | tail -1; date -u
   declare -A nccl_pid
   if has nccl; then
-    for tag in v2.28.9-1 v2.30.7-1; do
+    for tag in "${TAGS[@]}"; do
       scripts/build-nccl.sh --tag $tag --arch sm_90 --jobs 8 --out "$WORK/nccl-$tag" > "$WORK/build-nccl-$tag.log" 2>&1 &
       nccl_pid[$tag]=$!
     done
@@ -71,7 +72,7 @@ main() {
     $BIN/ncclhooks run examples/all-events.yaml --backend gpu --graph --replays 5 --out "$WORK/graph" --devices 1 --comms 3 --channels 16 --items 400 2>&1 | tail -6
   fi
   if has nccl; then
-    for tag in v2.28.9-1 v2.30.7-1; do
+    for tag in "${TAGS[@]}"; do
       echo "== build NCCL $tag with the device hook"
       wait "${nccl_pid[$tag]}"; echo "exit $?"; tail -4 "$WORK/build-nccl-$tag.log"
       lib=$WORK/nccl-$tag/lib/libnccl.so.2

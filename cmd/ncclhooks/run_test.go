@@ -252,3 +252,27 @@ func TestRunExamplesExact(t *testing.T) {
 		})
 	}
 }
+
+// The harness checks aggregates over lets that use duration, a name expr-lang
+// also has as a builtin function (duration("1s")): the catalogue's value wins.
+func TestRunChecksLetsOverDuration(t *testing.T) {
+	dir := t.TempDir()
+	prof := writeFile(t, dir, "p.yaml", `version: 1
+name: durlet
+hooks:
+  - name: h
+    when: "phase == STOP && paired"
+    let:
+      - {name: us, expr: "duration / 368"}
+    aggregate:
+      - {name: t, kind: sum, value: "us", by: [channelId]}
+      - {name: m, kind: max, value: "duration % 7 + channelId", by: [funcId]}
+`)
+	out, code := cli(t, "run", prof, "--backend", "cpu", "--out", filepath.Join(dir, "out"), "--items", "500")
+	if code != 0 || !strings.Contains(out, "result: exact") || strings.Contains(out, "MISMATCH") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if n := len(regexp.MustCompile(`(?m)^\s+h\s+\S+\s+(sum|max)\s+\d+\s+\d+\s+\d+\s+exact$`).FindAllString(out, -1)); n != 4 {
+		t.Errorf("%d aggregate rows checked exact, want 4 (2 aggregates x 2 devices):\n%s", n, out)
+	}
+}

@@ -499,7 +499,12 @@ static bool setupComm(Comm& c) {
          ck(cudaMemcpy(srcD, c.src.data(), nWork * 4, cudaMemcpyHostToDevice), "cudaMemcpy src") &&
          ck(cudaMemset(dstD, 0, workBytes), "cudaMemset dst") &&
          ck(cudaMemcpy(liveD, c.liveSeed.data(), c.liveSeed.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy live") &&
-         ck(cudaMemset(mixD, 0, C * 4), "cudaMemset live mix");
+         ck(cudaMemset(mixD, 0, C * 4), "cudaMemset live mix") &&
+         // cudaMemcpy from pageable memory may return before its DMA lands, and
+         // cudaMemset is queued on the legacy stream: the kernels run on
+         // non-blocking streams, which wait for neither (seen on the H200 as
+         // live values read as zeros, whole-program caller included).
+         ck(cudaDeviceSynchronize(), "cudaDeviceSynchronize after setup");
 }
 
 static bool launch(Comm& c) {

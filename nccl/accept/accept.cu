@@ -64,6 +64,9 @@ static void* initComm(void* arg) {
   std::vector<float> h(count);
   for (size_t i = 0; i < count; i++) h[i] = (float)((i * 7 + c->index * 1000003) % 65521);
   CUDA_OK(cudaMemcpy(c->send, h.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+  // A pageable cudaMemcpy may return before its DMA lands, and NCCL runs on a
+  // non-blocking stream that does not wait for it.
+  CUDA_OK(cudaDeviceSynchronize());
   return nullptr;
 }
 
@@ -82,6 +85,7 @@ static bool check(Comm* c) {
   CUDA_OK(cudaMemcpy(s.data(), c->send, count * sizeof(float), cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemcpy(r.data(), c->recv, count * sizeof(float), cudaMemcpyDeviceToHost));
   CUDA_OK(cudaMemset(c->recv, 0, count * sizeof(float)));
+  CUDA_OK(cudaDeviceSynchronize());  // the memset runs on the legacy stream, which c->stream does not wait for
   return memcmp(s.data(), r.data(), count * sizeof(float)) == 0;
 }
 

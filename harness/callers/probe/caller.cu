@@ -6,6 +6,8 @@
 //   caller cubin PATH       hook from a linked cubin, cuModuleLoadData
 //   caller library PATH     hook from a linked cubin, cuLibraryLoadData
 //   caller plugin PATH      hook from the ncclhooks plugin (ncclProfiler_v7 init + getDeviceHook)
+//   caller local -          the RFC's counter hook in the caller's own module (the control:
+//                           an indirect call that crosses no module)
 // Prints one "RESULT ..." line; exit 0 only if the kernel ran and the data is right.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -21,6 +23,12 @@ typedef struct { uint64_t timestamp, workCounter; uint32_t funcId; uint8_t chann
 typedef void (*hook_t)(const ev_t*, void*);
 
 __device__ __forceinline__ uint64_t gtimer() { uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+
+// The control hook: the RFC's counter, compiled into this module.
+extern "C" __device__ __noinline__ void local_hook(const ev_t* ev, void* ctx) {
+  atomicAdd(&((unsigned long long*)ctx)[ev->phase & 1], 1ULL);
+}
+__device__ hook_t local_hook_ptr = local_hook;
 
 // No __launch_bounds__: it would override -maxrregcount.
 extern "C" __global__ void caller(hook_t hook, void* ctx, int n, unsigned* data, unsigned long long* emitted) {
@@ -68,7 +76,7 @@ static void logger(int level, unsigned long flags, const char* file, int line, c
 }
 
 int main(int argc, char** argv) {
-  if (argc < 3) { fprintf(stderr, "usage: caller so|cubin|library|plugin PATH [blocks] [events] [stacklimit]\n"); return 2; }
+  if (argc < 3) { fprintf(stderr, "usage: caller so|cubin|library|plugin|local PATH [blocks] [events] [stacklimit]\n"); return 2; }
   const char* mode = argv[1];
   const char* path = argv[2];
   int blocks = argc > 3 ? atoi(argv[3]) : 8, n = argc > 4 ? atoi(argv[4]) : 2000;
@@ -99,6 +107,9 @@ int main(int argc, char** argv) {
     }
     if (r != CUDA_SUCCESS) { const char* s; cuGetErrorName(r, &s); printf("RESULT setup-failed %s\n", s); return 3; }
     cudaMemcpy(&hook, (void*)p, sizeof hook, cudaMemcpyDeviceToHost);
+    cudaMalloc(&ctx, 1 << 16); cudaMemset(ctx, 0, 1 << 16);
+  } else if (!strcmp(mode, "local")) {
+    if (cudaMemcpyFromSymbol(&hook, local_hook_ptr, sizeof hook) != cudaSuccess) { printf("RESULT setup-failed local\n"); return 3; }
     cudaMalloc(&ctx, 1 << 16); cudaMemset(ctx, 0, 1 << 16);
   } else if (!strcmp(mode, "plugin")) {
     void* h = dlopen(path, RTLD_NOW);
