@@ -1,0 +1,66 @@
+// Package abi owns the NCCL-facing ABI: one C header and its Go twin.
+//
+// ncclhooks_abi.h defines, once for every C, C++, CUDA and NVRTC source of
+// the project, the device profiler hook of NCCL pull request 2285 (the event
+// ncclProfilerDevEvent_t, the hook type, the phases), NCCL's log levels and
+// the profiler subsystem flag, and the profiler plugin structs
+// ncclProfiler_v5/_v6/_v7 the plugin exports and the harness and callers
+// load. cgo packages include it with -I${SRCDIR}/../abi (adjusted to their
+// depth), nvcc builds with -I, and sources compiled at run time (the
+// generated hooks, the GPU harness) start with Header. This file is its Go
+// twin; the package's tests check the two against each other through the C
+// compiler (layout, constants, byte decoding). It is a folder of its own
+// because the contract belongs to none of the packages that speak it.
+package abi
+
+import (
+	_ "embed"
+	"encoding/binary"
+)
+
+// Header is the text of ncclhooks_abi.h, for sources compiled at run time.
+//
+//go:embed ncclhooks_abi.h
+var Header string
+
+// DevEvent is ncclProfilerDevEvent_t, field for field (the c tags name the C
+// members): 24 bytes, no padding, little endian on every CUDA platform.
+type DevEvent struct {
+	Timestamp   uint64 `c:"timestamp"`   // device globaltimer, ns
+	WorkCounter uint64 `c:"workCounter"` // monotonic per channel
+	FuncID      uint32 `c:"funcId"`      // index into NCCL's device function table
+	ChannelID   uint8  `c:"channelId"`
+	Phase       uint8  `c:"phase"` // PhaseStart or PhaseStop
+	Rsvd        uint16 `c:"rsvd"`
+}
+
+// DevEventSize is sizeof(ncclProfilerDevEvent_t).
+const DevEventSize = 24
+
+// Values of DevEvent.Phase (NCCLHOOKS_PHASE_START, NCCLHOOKS_PHASE_STOP).
+const (
+	PhaseStart = 0
+	PhaseStop  = 1
+)
+
+// The NCCL log levels the plugin logs at (NCCL_LOG_WARN, NCCL_LOG_INFO) and
+// the subsystem flag of its messages (NCCL_PROFILE).
+const (
+	LogWarn       = 2
+	LogInfo       = 3
+	SubsysProfile = 16384
+)
+
+// DecodeDevEvent reads one event from the first DevEventSize bytes of b, as
+// the device wrote it.
+func DecodeDevEvent(b []byte) DevEvent {
+	_ = b[DevEventSize-1]
+	return DevEvent{
+		Timestamp:   binary.LittleEndian.Uint64(b[0:]),
+		WorkCounter: binary.LittleEndian.Uint64(b[8:]),
+		FuncID:      binary.LittleEndian.Uint32(b[16:]),
+		ChannelID:   b[20],
+		Phase:       b[21],
+		Rsvd:        binary.LittleEndian.Uint16(b[22:]),
+	}
+}
