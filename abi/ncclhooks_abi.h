@@ -112,25 +112,20 @@ typedef struct {
   ncclResult_t (*getDeviceHook)(int cudaDev, void** devHook, void** devCtx);
 } ncclProfiler_v7_t;
 
-NCCLHOOKS_ABI_ASSERT(sizeof(ncclProfiler_v5_t) == 6 * sizeof(void*), "ncclProfiler_v5_t is 6 pointers");
-NCCLHOOKS_ABI_ASSERT(sizeof(ncclProfiler_v7_t) == 7 * sizeof(void*), "ncclProfiler_v7_t is 7 pointers");
-NCCLHOOKS_ABI_ASSERT(NCCLHOOKS_ABI_AT(ncclProfiler_v5_t, init, 1 * sizeof(void*)) &&
-                         NCCLHOOKS_ABI_AT(ncclProfiler_v7_t, init, 1 * sizeof(void*)),
-                     "init is the second member");
-NCCLHOOKS_ABI_ASSERT(NCCLHOOKS_ABI_AT(ncclProfiler_v5_t, startEvent, 2 * sizeof(void*)) &&
-                         NCCLHOOKS_ABI_AT(ncclProfiler_v7_t, startEvent, 2 * sizeof(void*)),
-                     "startEvent is the third member");
-NCCLHOOKS_ABI_ASSERT(NCCLHOOKS_ABI_AT(ncclProfiler_v5_t, stopEvent, 3 * sizeof(void*)) &&
-                         NCCLHOOKS_ABI_AT(ncclProfiler_v7_t, stopEvent, 3 * sizeof(void*)),
-                     "stopEvent is the fourth member");
-NCCLHOOKS_ABI_ASSERT(NCCLHOOKS_ABI_AT(ncclProfiler_v5_t, recordEventState, 4 * sizeof(void*)) &&
-                         NCCLHOOKS_ABI_AT(ncclProfiler_v7_t, recordEventState, 4 * sizeof(void*)),
-                     "recordEventState is the fifth member");
-NCCLHOOKS_ABI_ASSERT(NCCLHOOKS_ABI_AT(ncclProfiler_v5_t, finalize, 5 * sizeof(void*)) &&
-                         NCCLHOOKS_ABI_AT(ncclProfiler_v7_t, finalize, 5 * sizeof(void*)),
-                     "finalize is the sixth member");
-NCCLHOOKS_ABI_ASSERT(NCCLHOOKS_ABI_AT(ncclProfiler_v7_t, getDeviceHook, 6 * sizeof(void*)),
-                     "getDeviceHook follows the v6 members");
+// Member k of v5 (and so v6) and v7 is at k pointers.
+#define NCCLHOOKS_ABI_MEMBER(m, k)                                                                           \
+  NCCLHOOKS_ABI_ASSERT(NCCLHOOKS_ABI_AT(ncclProfiler_v5_t, m, k * sizeof(void*)) &&                           \
+                           NCCLHOOKS_ABI_AT(ncclProfiler_v7_t, m, k * sizeof(void*)),                         \
+                       #m " is member " #k)
+NCCLHOOKS_ABI_MEMBER(name, 0);
+NCCLHOOKS_ABI_MEMBER(init, 1);
+NCCLHOOKS_ABI_MEMBER(startEvent, 2);
+NCCLHOOKS_ABI_MEMBER(stopEvent, 3);
+NCCLHOOKS_ABI_MEMBER(recordEventState, 4);
+NCCLHOOKS_ABI_MEMBER(finalize, 5);
+NCCLHOOKS_ABI_ASSERT(NCCLHOOKS_ABI_AT(ncclProfiler_v7_t, getDeviceHook, 6 * sizeof(void*)), "getDeviceHook follows");
+NCCLHOOKS_ABI_ASSERT(sizeof(ncclProfiler_v5_t) == 6 * sizeof(void*) && sizeof(ncclProfiler_v7_t) == 7 * sizeof(void*),
+                     "the profiler structs are 6 and 7 pointers");
 #endif // __CUDACC_RTC__
 
 #endif // NCCLHOOKS_ABI_H
