@@ -3,6 +3,8 @@ package config
 import (
 	"regexp"
 	"strings"
+
+	"github.com/ncclhooks/ncclhooks/abi"
 )
 
 // Type is the type of a field, a let or an expression result.
@@ -83,8 +85,8 @@ var Catalog = []CatalogEntry{
 	{"func", Str, KindName, "function name (\"AllReduce_Sum_f32_RING_LL\"): only in name predicates, resolved at init"},
 }
 
-// Constants usable in expressions.
-var Constants = map[string]int{"START": 0, "STOP": 1}
+// Constants usable in expressions: the phases of ncclProfilerDevEvent_t.
+var Constants = map[string]int{"START": abi.PhaseStart, "STOP": abi.PhaseStop}
 
 // Reserved output keys a field may not be named.
 var ReservedFieldNames = []string{"type", "hook", "device", "seq", "func"}

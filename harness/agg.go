@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"text/tabwriter"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/vm"
 
+	"github.com/ncclhooks/ncclhooks/abi"
 	"github.com/ncclhooks/ncclhooks/config"
 )
 
@@ -75,11 +77,12 @@ func deviceValues(evs []Event, device int) []map[string]any {
 	for i, e := range evs {
 		env := map[string]any{
 			"timestamp": int(e.Timestamp), "workCounter": int(e.WorkCounter), "funcId": int(e.FuncID),
-			"channelId": int(e.Channel), "phase": int(e.Phase), "func": FuncName(e.FuncID),
-			"START": 0, "STOP": 1, "cudaDev": device, "comm": e.Comm, "duration": 0, "paired": false,
+			"channelId": int(e.ChannelID), "phase": int(e.Phase), "func": FuncName(e.FuncID),
+			"cudaDev": device, "comm": e.Comm, "duration": 0, "paired": false,
 		}
-		k := item{e.Channel, e.WorkCounter}
-		if e.Phase == 0 {
+		maps.Copy(env, constants)
+		k := item{e.ChannelID, e.WorkCounter}
+		if e.Phase == abi.PhaseStart {
 			start[k] = e.Timestamp
 		} else if t0, ok := start[k]; ok {
 			if e.Timestamp >= t0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -260,7 +261,7 @@ func checkRecords(h *config.Hook, recs []map[string]json.RawMessage, evs []Event
 	}
 	byKey := make(map[eventKey]Event, len(evs))
 	for _, e := range evs {
-		byKey[eventKey{e.Channel, e.WorkCounter, e.Phase}] = e
+		byKey[eventKey{e.ChannelID, e.WorkCounter, e.Phase}] = e
 	}
 	recorded := make(map[eventKey]bool, len(recs))
 	var checked uint64
@@ -303,7 +304,7 @@ func checkRecords(h *config.Hook, recs []map[string]json.RawMessage, evs []Event
 			}
 		}
 		want := map[string]uint64{"timestamp": e.Timestamp, "workCounter": e.WorkCounter, "funcId": uint64(e.FuncID),
-			"channelId": uint64(e.Channel), "phase": uint64(e.Phase)}
+			"channelId": uint64(e.ChannelID), "phase": uint64(e.Phase)}
 		for src, out := range names {
 			if v, ok := get(src); !ok || v != want[src] {
 				bad++
@@ -353,12 +354,22 @@ func compilePredicate(h *config.Hook) (*vm.Program, error) {
 }
 
 func predicateEnv(e Event) map[string]any {
-	return map[string]any{
+	env := map[string]any{
 		"timestamp": e.Timestamp, "workCounter": e.WorkCounter, "funcId": e.FuncID,
-		"channelId": e.Channel, "phase": e.Phase, "func": FuncName(e.FuncID), "comm": e.Comm,
-		"START": 0, "STOP": 1,
+		"channelId": e.ChannelID, "phase": e.Phase, "func": FuncName(e.FuncID), "comm": e.Comm,
 	}
+	maps.Copy(env, constants)
+	return env
 }
+
+// constants are the profile's named constants (START, STOP) for expr-lang.
+var constants = func() map[string]any {
+	m := map[string]any{}
+	for name, v := range config.Constants {
+		m[name] = v
+	}
+	return m
+}()
 
 func countMatches(h *config.Hook, pred *vm.Program, evs []Event) (int, error) {
 	n := 0

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+
+	"github.com/ncclhooks/ncclhooks/abi"
 )
 
 // Event logs of callers the harness did not build (harness/callers): one file
@@ -16,7 +18,6 @@ import (
 const (
 	eventLogMagic  = "NCHKEV1\x00"
 	eventLogHeader = 24
-	eventBytes     = 24
 )
 
 var eventLogName = regexp.MustCompile(`^events-dev(\d+)-comm(\d+)\.bin$`)
@@ -50,15 +51,11 @@ func ReadEventLogs(dir string) (map[int][]Event, map[int]uint64, error) {
 		if k, _ := strconv.Atoi(m[2]); k != comm {
 			return nil, nil, fmt.Errorf("harness: %s says communicator %d", path, comm)
 		}
-		if uint64(len(b)-eventLogHeader) != n*eventBytes {
+		if uint64(len(b)-eventLogHeader) != n*abi.DevEventSize {
 			return nil, nil, fmt.Errorf("harness: %s: %d bytes of events for a count of %d", path, len(b)-eventLogHeader, n)
 		}
-		for p := eventLogHeader; p < len(b); p += eventBytes {
-			r := b[p:]
-			logs[dev] = append(logs[dev], Event{
-				Timestamp: binary.LittleEndian.Uint64(r), WorkCounter: binary.LittleEndian.Uint64(r[8:]),
-				FuncID: binary.LittleEndian.Uint32(r[16:]), Channel: r[20], Phase: r[21], Comm: comm,
-			})
+		for p := eventLogHeader; p < len(b); p += abi.DevEventSize {
+			logs[dev] = append(logs[dev], Event{abi.DecodeDevEvent(b[p:]), comm})
 		}
 		emitted[dev] += n
 	}

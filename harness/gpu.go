@@ -75,7 +75,7 @@ func emitGPU(comms []*comm, devices int, cfg Config) (map[int][]Event, map[int]u
 		}
 		for k, evs := range o.res.Events {
 			for _, e := range evs {
-				logs[d] = append(logs[d], Event{e.Timestamp, e.WorkCounter, e.FuncID, e.Channel, e.Phase, k})
+				logs[d] = append(logs[d], Event{e, k})
 			}
 		}
 	}

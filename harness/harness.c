@@ -12,19 +12,9 @@
 #include <time.h>
 #include "harness.h"
 
-typedef void (*logger_t)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
-
-typedef struct {
-  const char* name;
-  int (*init)(void**, uint64_t, int*, const char*, int, int, int, logger_t);
-  int (*startEvent)(void*, void**, void*);
-  int (*stopEvent)(void*);
-  int (*recordEventState)(void*, int, void*);
-  int (*finalize)(void*);
-  int (*getDeviceHook)(int, void**, void**);
-} profiler_t;
-
-static profiler_t* prof;
+// Any version's struct, read through v7's layout (v5 and v6 are its
+// prefix); getDeviceHook is touched only for version 7.
+static ncclProfiler_v7_t* prof;
 static int profVersion;
 
 // Marker the plugin looks for before it hands out host-callable (cpu) hooks.
@@ -61,7 +51,7 @@ static void logger(int level, unsigned long flags, const char* file, int line, c
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   pthread_mutex_lock(&logMu);
-  int n = snprintf(logBuf + logLen, sizeof logBuf - logLen, "%s %s\n", level == 2 ? "WARN" : "INFO", msg);
+  int n = snprintf(logBuf + logLen, sizeof logBuf - logLen, "%s %s\n", level == NCCL_LOG_WARN ? "WARN" : "INFO", msg);
   if (n > 0 && logLen + n < (int)sizeof logBuf) logLen += n;
   pthread_mutex_unlock(&logMu);
 }
@@ -86,7 +76,7 @@ int hh_open(const char* path, char* err, int errlen) {
   // NCCL's order: newest version first.
   static const char* names[] = {"ncclProfiler_v7", "ncclProfiler_v6", "ncclProfiler_v5"};
   for (int i = 0; i < 3; i++) {
-    profiler_t* p = (profiler_t*)dlsym(h, names[i]);
+    ncclProfiler_v7_t* p = (ncclProfiler_v7_t*)dlsym(h, names[i]);
     if (p) {
       prof = p;
       profVersion = 7 - i;
@@ -139,11 +129,11 @@ static void* runChannel(void* arg) {
   int logged = 0;
   for (int done = 0; done < c->items;) {
     int n = c->items - done < c->batch ? c->items - done : c->batch;
-    hk_event_t ev[64];
-    for (int phase = 0; phase < 2; phase++) {
+    ncclProfilerDevEvent_t ev[64];
+    for (int phase = NCCLHOOKS_PHASE_START; phase <= NCCLHOOKS_PHASE_STOP; phase++) {
       for (int i = 0; i < n; i++) {
-        hk_event_t* e = &ev[i];
-        if (phase == 0) {
+        ncclProfilerDevEvent_t* e = &ev[i];
+        if (phase == NCCLHOOKS_PHASE_START) {
           memset(e, 0, sizeof *e);
           e->workCounter = counter + i;
           e->funcId = c->funcIds[(c->funcOffset + done + i) % c->nFuncIds];
@@ -151,10 +141,10 @@ static void* runChannel(void* arg) {
         }
         e->phase = (uint8_t)phase;
         e->timestamp = nowNs();
-        if (c->hook) ((hk_hook_t)c->hook)(e, c->ctx);
+        if (c->hook) ((ncclProfilerDevHook_t)c->hook)(e, c->ctx);
         if (c->log) c->log[logged++] = *e;
       }
-      if (phase == 0) { // the work the STOPs time
+      if (phase == NCCLHOOKS_PHASE_START) { // the work the STOPs time
         for (int i = 0; i < n; i++) {
           double s = 0;
           for (int k = 0; k < c->workFloats; k++) s += work[k] * (float)(i + 1);

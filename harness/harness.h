@@ -2,17 +2,9 @@
 #define NCCLHOOKS_HARNESS_H
 #include <stdint.h>
 
-// The event NCCL passes to the device hook (NCCL pull request 2285).
-typedef struct {
-  uint64_t timestamp;
-  uint64_t workCounter;
-  uint32_t funcId;
-  uint8_t channelId;
-  uint8_t phase;
-  uint16_t rsvd;
-} hk_event_t;
-
-typedef void (*hk_hook_t)(const hk_event_t* ev, void* ctx);
+// The event, the hook type, the profiler structs and NCCL's log levels come
+// from abi/ncclhooks_abi.h.
+#include "ncclhooks_abi.h"
 
 int hh_open(const char* path, char* err, int errlen);
 int hh_version(void);
@@ -26,7 +18,7 @@ int hh_func_count(void);
 const char* ncclProfilerDevFuncName(int funcId);
 
 typedef struct {
-  void* hook;      // hk_hook_t, kept as a data pointer for cgo
+  void* hook;      // ncclProfilerDevHook_t, kept as a data pointer for cgo
   void* ctx;
   int channel;
   uint64_t counterBase;
@@ -36,7 +28,7 @@ typedef struct {
   const uint32_t* funcIds;
   int nFuncIds;
   int funcOffset;
-  hk_event_t* log; // 2*items events, or NULL
+  ncclProfilerDevEvent_t* log; // 2*items events, or NULL
   double sink;     // result of the work, so it is not optimised away
 } hh_channel_t;
 

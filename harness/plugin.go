@@ -9,7 +9,7 @@
 package harness
 
 /*
-#cgo CFLAGS: -O2 -Wall -pthread
+#cgo CFLAGS: -O2 -Wall -pthread -I${SRCDIR}/../abi
 #cgo LDFLAGS: -ldl -pthread -rdynamic
 #include <stdlib.h>
 #include "harness.h"
@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"sync"
 	"unsafe"
+
+	"github.com/ncclhooks/ncclhooks/abi"
 )
 
 // Plugin is the loaded profiler plugin. A process loads it once: NCCL's
@@ -122,14 +124,11 @@ func FuncName(id uint32) string {
 // FuncCount is the number of function ids the harness names.
 func FuncCount() int { return int(C.hh_func_count()) }
 
-// Event is one event the harness passed to a hook.
+// Event is one event the harness passed to a hook, and the communicator
+// whose hook it was.
 type Event struct {
-	Timestamp   uint64
-	WorkCounter uint64
-	FuncID      uint32
-	Channel     uint8
-	Phase       uint8
-	Comm        int // the communicator's index on its device (the order of its getDeviceHook)
+	abi.DevEvent
+	Comm int // the communicator's index on its device (the order of its getDeviceHook)
 }
 
 // cpuChannel describes one channel thread of the cpu harness.
@@ -177,12 +176,12 @@ func runCPUChannels(chs []cpuChannel) ([][]Event, error) {
 		c.nFuncIds = C.int(len(ch.FuncIDs))
 		c.funcOffset = C.int(ch.FuncOffset)
 		if ch.Log {
-			l := C.calloc(C.size_t(2*ch.Items), C.sizeof_hk_event_t)
+			l := C.calloc(C.size_t(2*ch.Items), C.sizeof_ncclProfilerDevEvent_t)
 			if l == nil {
 				return nil, errors.New("harness: out of memory for the event log")
 			}
 			allocs = append(allocs, l)
-			c.log = (*C.hk_event_t)(l)
+			c.log = (*C.ncclProfilerDevEvent_t)(l)
 		}
 	}
 	if rc := C.hh_run_channels(&cs[0], C.int(n)); rc != 0 {
@@ -193,10 +192,11 @@ func runCPUChannels(chs []cpuChannel) ([][]Event, error) {
 		if cs[i].log == nil {
 			continue
 		}
-		raw := unsafe.Slice(cs[i].log, 2*chs[i].Items)
+		// abi.DevEvent is ncclProfilerDevEvent_t's layout (abi's tests).
+		raw := unsafe.Slice((*abi.DevEvent)(unsafe.Pointer(cs[i].log)), 2*chs[i].Items)
 		evs := make([]Event, len(raw))
 		for k, e := range raw {
-			evs[k] = Event{uint64(e.timestamp), uint64(e.workCounter), uint32(e.funcId), uint8(e.channelId), uint8(e.phase), chs[i].Comm}
+			evs[k] = Event{e, chs[i].Comm}
 		}
 		logs[i] = evs
 	}

@@ -205,8 +205,7 @@ func (g *generator) source() error {
 	w.printf("}\n\n")
 	w.printf("/* The entry's absolute address, for the GPU backend to read (a function pointer:\n")
 	w.printf("   a cast to void* would need dynamic initialisation, which __device__ variables lack). */\n")
-	w.printf("typedef void (*hk_entry_fn)(const ncclProfilerDevEvent_t*, void*);\n")
-	w.printf("HK_VAR hk_entry_fn %s = %s;\n\n", SymEntryPtr, SymEntry)
+	w.printf("HK_VAR ncclProfilerDevHook_t %s = %s;\n\n", SymEntryPtr, SymEntry)
 	w.printf("HK_EXTERN_C_END\n")
 	return nil
 }

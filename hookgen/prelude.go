@@ -1,13 +1,19 @@
 package hookgen
 
+import "github.com/ncclhooks/ncclhooks/abi"
+
 // prelude maps the few device facilities the hooks use onto host
 // equivalents, so that one source serves NVRTC and the system C compiler.
 // The GPU branch includes nothing: NVRTC has no libc headers.
 //
+// The NCCL ABI (the event, the hook type, the phases) is the text of
+// abi/ncclhooks_abi.h, embedded whole (abiSection) rather than included:
+// neither NVRTC nor the cpu backend's compiler is given an include path.
+//
 // Integer expression helpers give every operation defined, two's-complement
 // results (expr-lang's int is Go's int64, which wraps): C signed overflow
 // would be undefined behaviour.
-const prelude = `/* ---- prelude: device intrinsics and their host equivalents ---- */
+var prelude = `/* ---- prelude: device intrinsics and their host equivalents ---- */
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define HK_GPU 1
 #define HK_FN static __device__ __forceinline__
@@ -43,16 +49,7 @@ typedef short hk_i16;
 typedef int hk_i32;
 typedef long long hk_i64;
 
-/* The event NCCL passes to the hook (NCCL pull request 2285), 24 bytes. */
-typedef struct {
-  hk_u64 timestamp;   /* device globaltimer, ns */
-  hk_u64 workCounter; /* monotonic per channel */
-  hk_u32 funcId;      /* index into NCCL's device function table */
-  hk_u8 channelId;
-  hk_u8 phase;        /* START = 0, STOP = 1 */
-  hk_u16 rsvd;
-} ncclProfilerDevEvent_t;
-
+` + abiSection + `
 #ifdef HK_GPU
 /* Every pointer the hook touches is global memory (device memory, or host-mapped memory
    through its device address), but reaches the hook as a generic pointer: spelled with
@@ -285,3 +282,7 @@ HK_FN hk_u64 hk_enc(hk_i64 v) { return (hk_u64)v ^ 0x8000000000000000ULL; }
 HK_FN hk_u32 hk_log2_bucket(hk_i64 v) { return v <= 0 ? 0u : (hk_u32)(64 - hk_clz64((hk_u64)v)); }
 HK_FN hk_u32 hk_key(hk_u32 id, hk_u32 n) { return id < n ? id : n; }
 `
+
+// abiSection is abi/ncclhooks_abi.h in the generated source, between two
+// marker lines.
+var abiSection = "/* ---- abi/ncclhooks_abi.h: the NCCL ABI ---- */\n" + abi.Header + "/* ---- end of abi/ncclhooks_abi.h ---- */\n"

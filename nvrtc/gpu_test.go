@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ncclhooks/ncclhooks/abi"
 	"github.com/ncclhooks/ncclhooks/internal/gputest"
 )
 
@@ -43,28 +44,24 @@ func openGPU(t *testing.T) *Device {
 // not name its own module's __device__ or __constant__ variables, whose
 // addresses come from constant banks bound to the running kernel's module,
 // i.e. the caller's.
-const hookSrc = `
-struct ev_t { unsigned long long timestamp, workCounter; unsigned funcId; unsigned char channelId, phase; unsigned short rsvd; };
+var hookSrc = abi.Header + `
 extern "C" __device__ unsigned long long hook_counter;
 __device__ unsigned long long hook_counter;
-extern "C" __device__ void ncclhooks_entry(const ev_t* ev, void* ctx) {
+extern "C" __device__ void ncclhooks_entry(const ncclProfilerDevEvent_t* ev, void* ctx) {
 	atomicAdd((unsigned long long*)ctx, 1ull + ev->phase);
 }
-typedef void (*hook_t)(const ev_t*, void*);
 // Typed: a (void*) cast would make the initialiser dynamic, which NVRTC refuses.
-extern "C" __device__ hook_t ncclhooks_entry_ptr;
-__device__ hook_t ncclhooks_entry_ptr = ncclhooks_entry;
+extern "C" __device__ ncclProfilerDevHook_t ncclhooks_entry_ptr;
+__device__ ncclProfilerDevHook_t ncclhooks_entry_ptr = ncclhooks_entry;
 `
 
 // callerSrc is a kernel in another module that calls a hook through a
 // pointer, as NCCL's kernels do: thread 0 of every block, n events of phase 1.
-const callerSrc = `
-struct ev_t { unsigned long long timestamp, workCounter; unsigned funcId; unsigned char channelId, phase; unsigned short rsvd; };
-typedef void (*hook_t)(const ev_t*, void*);
-extern "C" __global__ void call_hook(hook_t fn, void* ctx, int n) {
+var callerSrc = abi.Header + `
+extern "C" __global__ void call_hook(ncclProfilerDevHook_t fn, void* ctx, int n) {
 	if (threadIdx.x != 0) return;
 	for (int i = 0; i < n; i++) {
-		ev_t ev = {0, (unsigned long long)i, 0, (unsigned char)blockIdx.x, 1, 0};
+		ncclProfilerDevEvent_t ev = {0, (unsigned long long)i, 0, (unsigned char)blockIdx.x, NCCLHOOKS_PHASE_STOP, 0};
 		fn(&ev, ctx);
 	}
 }

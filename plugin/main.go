@@ -9,7 +9,7 @@
 package main
 
 /*
-#cgo CFLAGS: -O2 -Wall
+#cgo CFLAGS: -O2 -Wall -I${SRCDIR}/../abi
 #cgo LDFLAGS: -ldl
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,7 +56,8 @@ func guard(where string) {
 	}
 }
 
-// ncclLog logs through NCCL's logger (level 2 WARN, 3 INFO, subsystem PROFILE).
+// ncclLog logs through NCCL's logger at level abi.LogWarn or abi.LogInfo
+// (subsystem NCCL_PROFILE).
 func ncclLog(level int, msg string) {
 	cs := C.CString(msg)
 	defer C.free(unsafe.Pointer(cs))

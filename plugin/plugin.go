@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ncclhooks/ncclhooks/abi"
 	"github.com/ncclhooks/ncclhooks/backend"
 	"github.com/ncclhooks/ncclhooks/backend/cpu"
 	"github.com/ncclhooks/ncclhooks/backend/gpu"
@@ -17,9 +18,10 @@ import (
 	"github.com/ncclhooks/ncclhooks/sinks"
 )
 
+// The NCCL log levels the plugin logs at.
 const (
-	logWarn = 2
-	logInfo = 3
+	logWarn = abi.LogWarn
+	logInfo = abi.LogInfo
 )
 
 // plugin is the process-wide state. NCCL may init and finalize

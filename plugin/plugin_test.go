@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 func buildDriver(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cdriver")
-	out, err := exec.Command("cc", "-O2", "-pthread", "-rdynamic", "-o", bin, "testdata/cdriver.c", "-ldl").CombinedOutput()
+	out, err := exec.Command("cc", "-O2", "-pthread", "-rdynamic", "-I../abi", "-o", bin, "testdata/cdriver.c", "-ldl").CombinedOutput()
 	if err != nil {
 		t.Fatalf("building cdriver: %v\n%s", err, out)
 	}

@@ -18,16 +18,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/ncclhooks/ncclhooks/abi"
 )
 
 // FormatVersion is the JSON lines format version this package reads.
 const FormatVersion = 1
-
-// Phases of a work-item boundary (the event's phase field).
-const (
-	PhaseStart = 0
-	PhaseStop  = 1
-)
 
 // Header is a file's first line.
 type Header struct {
@@ -444,7 +440,7 @@ func (r *reader) record(index int, f *File, pending map[pairKey][]pendingStart) 
 
 	// A recorded duration (computed on the device) wins over pairing.
 	if dur, ok := o.uint(key("duration")); ok {
-		if hasPhase && phase != PhaseStop {
+		if hasPhase && phase != abi.PhaseStop {
 			return nil
 		}
 		paired, hasPaired := o.uint(key("paired"))
@@ -465,9 +461,9 @@ func (r *reader) record(index int, f *File, pending map[pairKey][]pendingStart) 
 	}
 	k := pairKey{hook: hookName, device: item.Device, channel: item.Channel, counter: item.WorkCounter}
 	switch phase {
-	case PhaseStart:
+	case abi.PhaseStart:
 		pending[k] = append(pending[k], pendingStart{ts: ts, funcID: item.FuncID, fn: item.Func})
-	case PhaseStop:
+	case abi.PhaseStop:
 		// Several STARTs wait under one key when communicators on the same
 		// device run the same channel and workCounter concurrently (or a
 		// STOP was dropped). Take the latest START before this STOP: a stale

@@ -9,15 +9,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ncclhooks/ncclhooks/abi"
 	"github.com/ncclhooks/ncclhooks/backend"
 	"github.com/ncclhooks/ncclhooks/hookgen"
 	"github.com/ncclhooks/ncclhooks/sinks"
 )
 
-// Log levels of Options.Log (NCCL's).
+// Log levels of Options.Log (NCCL's, from package abi).
 const (
-	LogWarn = 2
-	LogInfo = 3
+	LogWarn = abi.LogWarn
+	LogInfo = abi.LogInfo
 )
 
 // Defaults of Options.

@@ -9,13 +9,15 @@ set -uo pipefail
 OUTDIR=${1:?usage: build.sh OUTDIR}
 NVCC=${NVCC:-nvcc}
 ARCH=${ARCH:-sm_90}
-SRC=$(cd "$(dirname "$0")" && pwd)/caller.cu
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$HERE/caller.cu
 mkdir -p "$OUTDIR" || exit 1
 OUTDIR=$(cd "$OUTDIR" && pwd)
 
 # -ldl/-lpthread also reach nvlink, which skips them with a warning: harmless.
 LINK=(-lcuda -ldl -lpthread -Xlinker --export-dynamic)
-COMMON=(-std=c++17 -O3 -arch="$ARCH" -Xptxas -v)
+# -I: the NCCL ABI header (abi/ncclhooks_abi.h).
+COMMON=(-std=c++17 -O3 -arch="$ARCH" -Xptxas -v -I"$HERE/../../abi")
 
 build() { # name flags...
   local name=$1; shift

@@ -49,31 +49,10 @@
 #endif
 
 // ---------------------------------------------------------------------------
-// The NCCL side of the ABI (DESIGN.md section 3).
-
-struct DevEvent {
-  uint64_t timestamp;    // %globaltimer, ns
-  uint64_t workCounter;  // per channel, monotonic
-  uint32_t funcId;       // index into ncclProfilerDevFuncName
-  uint8_t channelId;
-  uint8_t phase;  // START = 0, STOP = 1
-  uint16_t rsvd;
-};
-static_assert(sizeof(DevEvent) == 24, "the hook's event is 24 bytes");
-
-typedef void (*DevHook)(const DevEvent* ev, void* devCtx);
-typedef void (*Logger)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
-
-struct ProfilerV7 {
-  const char* name;
-  int (*init)(void** context, uint64_t commId, int* eActivationMask, const char* commName, int nNodes, int nranks,
-              int rank, Logger logfn);
-  int (*startEvent)(void*, void**, void*);
-  int (*stopEvent)(void*);
-  int (*recordEventState)(void*, int, void*);
-  int (*finalize)(void* context);
-  int (*getDeviceHook)(int cudaDev, void** devHook, void** devCtx);
-};
+// The NCCL side of the ABI (DESIGN.md section 3): the event, the hook type,
+// ncclProfiler_v7_t and the log levels, from abi/ncclhooks_abi.h (build.sh
+// passes -I).
+#include "ncclhooks_abi.h"
 
 // NCCL exports this from libnccl; here the executable plays libnccl, so the
 // plugin finds it with dlsym(RTLD_DEFAULT) (linked with --export-dynamic).
@@ -108,10 +87,10 @@ struct Channel {
 };
 
 struct KernelArgs {
-  DevHook hook;
+  ncclProfilerDevHook_t hook;
   void* hookCtx;
   Channel* chans;      // [channels]
-  DevEvent* log;       // [channels][logCap]
+  ncclProfilerDevEvent_t* log; // [channels][logCap]
   uint64_t logCap;     // per channel
   const uint32_t* src; // [channels][items][words]
   uint32_t* dst;
@@ -130,10 +109,10 @@ __device__ __forceinline__ uint64_t globaltimer() {
 
 // One hook call, as NCCL makes it: the event is built on the stack right
 // before the call. The same bytes go to the channel's log first.
-__device__ __forceinline__ void emit(const KernelArgs& a, DevEvent* log, uint64_t& logged, uint64_t workCounter,
-                                     uint32_t funcId, uint8_t phase) {
+__device__ __forceinline__ void emit(const KernelArgs& a, ncclProfilerDevEvent_t* log, uint64_t& logged,
+                                     uint64_t workCounter, uint32_t funcId, uint8_t phase) {
 #if CALLER_RDC
-  DevEvent ev;
+  ncclProfilerDevEvent_t ev;
   ev.timestamp = globaltimer();
   ev.workCounter = workCounter;
   ev.funcId = funcId;
@@ -161,7 +140,7 @@ extern "C" __global__ void caller_kernel(KernelArgs a) {
   const int tid = threadIdx.x;
   const int ch = blockIdx.x;
   Channel* chan = a.chans + ch;
-  DevEvent* log = a.log + (uint64_t)ch * a.logCap;
+  ncclProfilerDevEvent_t* log = a.log + (uint64_t)ch * a.logCap;
 
   // Thread 0 carries these across every hook call: a hook that clobbers
   // registers or stack it must preserve shows up in them.
@@ -181,7 +160,7 @@ extern "C" __global__ void caller_kernel(KernelArgs a) {
     const uint32_t funcId = (uint32_t)(batches % kNumFuncs);
     if (tid == 0) {
       for (int i = 0; i < n; i++) {
-        emit(a, log, logged, workCounter + i, funcId, 0);
+        emit(a, log, logged, workCounter + i, funcId, NCCLHOOKS_PHASE_START);
 #pragma unroll
         for (int j = 0; j < LIVE; j++) v[j] = liveStep(v[j], step, j);
         step++;
@@ -197,7 +176,7 @@ extern "C" __global__ void caller_kernel(KernelArgs a) {
     __syncthreads();
     if (tid == 0) {
       for (int i = 0; i < n; i++) {
-        emit(a, log, logged, workCounter + i, funcId, 1);
+        emit(a, log, logged, workCounter + i, funcId, NCCLHOOKS_PHASE_STOP);
 #pragma unroll
         for (int j = 0; j < LIVE; j++) v[j] = liveStep(v[j], step, j);
         step++;
@@ -229,7 +208,11 @@ static pthread_mutex_t logMu = PTHREAD_MUTEX_INITIALIZER;
 // The logger NCCL passes to init: variadic, one line per message on stderr.
 static void logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
   (void)flags; (void)file; (void)line;
-  const char* tag = level == 1 ? "VERSION" : level == 2 ? "WARN" : level == 3 ? "INFO" : level == 4 ? "ABORT" : "TRACE";
+  const char* tag = level == NCCL_LOG_VERSION ? "VERSION"
+                    : level == NCCL_LOG_WARN  ? "WARN"
+                    : level == NCCL_LOG_INFO  ? "INFO"
+                    : level == NCCL_LOG_ABORT ? "ABORT"
+                                              : "TRACE";
   pthread_mutex_lock(&logMu);
   fprintf(stderr, "NCCL %s ", tag);
   va_list ap;
@@ -297,7 +280,7 @@ struct Comm {
   std::vector<uint32_t> src, liveSeed;
 };
 
-static ProfilerV7* prof;
+static ncclProfiler_v7_t* prof;
 static Options opt;
 static std::vector<Comm> comms;
 static pthread_barrier_t initBarrier;
@@ -464,7 +447,7 @@ static bool setupComm(Comm& c) {
   const uint64_t words = (uint64_t)(opt.bytes / 4);
   c.executions = c.hook ? (opt.graph ? opt.launches * opt.replays : opt.launches) : 0;
   KernelArgs& a = c.args;
-  a.hook = (DevHook)c.hook;
+  a.hook = (ncclProfilerDevHook_t)c.hook;
   a.hookCtx = c.devCtx;
   a.words = (uint32_t)words;
   a.items = opt.items;
@@ -484,13 +467,13 @@ static bool setupComm(Comm& c) {
   const size_t workBytes = nWork ? nWork * 4 : 4;
   if (!ck(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
       !ck(cudaMalloc(&chansD, C * sizeof(Channel)), "cudaMalloc channels") ||
-      !ck(cudaMalloc(&logD, (C * a.logCap ? C * a.logCap : 1) * sizeof(DevEvent)), "cudaMalloc event log") ||
+      !ck(cudaMalloc(&logD, (C * a.logCap ? C * a.logCap : 1) * sizeof(ncclProfilerDevEvent_t)), "cudaMalloc event log") ||
       !ck(cudaMalloc(&srcD, workBytes), "cudaMalloc src") || !ck(cudaMalloc(&dstD, workBytes), "cudaMalloc dst") ||
       !ck(cudaMalloc(&liveD, c.liveSeed.size() * 4), "cudaMalloc live") ||
       !ck(cudaMalloc(&mixD, C * 4), "cudaMalloc live mix"))
     return false;
   a.chans = (Channel*)chansD;
-  a.log = (DevEvent*)logD;
+  a.log = (ncclProfilerDevEvent_t*)logD;
   a.src = (const uint32_t*)srcD;
   a.dst = (uint32_t*)dstD;
   a.live = (uint32_t*)liveD;
@@ -515,16 +498,16 @@ static bool launch(Comm& c) {
 // Checks one communicator after the run: work output, thread 0's live values
 // and channel counters. Adds the events its log holds to *emitted.
 static void checkComm(Comm& c, bool* dataOk, bool* liveOk, unsigned long long* emitted,
-                      std::vector<std::vector<DevEvent>>* logs) {
+                      std::vector<std::vector<ncclProfilerDevEvent_t>>* logs) {
   const int C = opt.channels;
   const uint32_t E = (uint32_t)c.executions;
   std::vector<uint32_t> dst(c.src.size()), mix(C);
   std::vector<Channel> chans(C);
-  std::vector<DevEvent> log((size_t)C * c.args.logCap);
+  std::vector<ncclProfilerDevEvent_t> log((size_t)C * c.args.logCap);
   if (!ck(cudaMemcpy(dst.data(), c.args.dst, dst.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy dst") ||
       !ck(cudaMemcpy(mix.data(), c.args.liveMix, C * 4, cudaMemcpyDeviceToHost), "cudaMemcpy live mix") ||
       !ck(cudaMemcpy(chans.data(), c.args.chans, C * sizeof(Channel), cudaMemcpyDeviceToHost), "cudaMemcpy channels") ||
-      !ck(cudaMemcpy(log.data(), c.args.log, log.size() * sizeof(DevEvent), cudaMemcpyDeviceToHost), "cudaMemcpy log")) {
+      !ck(cudaMemcpy(log.data(), c.args.log, log.size() * sizeof(ncclProfilerDevEvent_t), cudaMemcpyDeviceToHost), "cudaMemcpy log")) {
     *dataOk = *liveOk = false;
     return;
   }
@@ -577,7 +560,7 @@ static void put64(FILE* f, uint64_t v) {
 
 // DIR/events-dev<d>-comm<k>.bin: "NCHKEV1\0", u32 device, u32 comm, u64 count,
 // then count 24-byte records, little endian, channel by channel in emission order.
-static bool writeEvents(const Comm& c, const std::vector<std::vector<DevEvent>>& logs) {
+static bool writeEvents(const Comm& c, const std::vector<std::vector<ncclProfilerDevEvent_t>>& logs) {
   char path[4096];
   snprintf(path, sizeof path, "%s/events-dev%d-comm%d.bin", opt.events, opt.device, c.index);
   FILE* f = fopen(path, "wb");
@@ -589,7 +572,7 @@ static bool writeEvents(const Comm& c, const std::vector<std::vector<DevEvent>>&
   put32(f, (uint32_t)c.index);
   put64(f, count);
   for (const auto& l : logs)
-    for (const DevEvent& e : l) {
+    for (const ncclProfilerDevEvent_t& e : l) {
       put64(f, e.timestamp);
       put64(f, e.workCounter);
       put32(f, e.funcId);
@@ -629,7 +612,7 @@ int main(int argc, char** argv) {
     printSummary(r);
     return 3;
   }
-  prof = (ProfilerV7*)dlsym(lib, "ncclProfiler_v7");
+  prof = (ncclProfiler_v7_t*)dlsym(lib, "ncclProfiler_v7");
   if (!prof || !prof->init || !prof->getDeviceHook || !prof->finalize) {
     fail("plugin exports no usable ncclProfiler_v7");
     printSummary(r);
@@ -713,7 +696,8 @@ int main(int argc, char** argv) {
   }
 
   r.dataOk = r.liveOk = true;
-  std::vector<std::vector<std::vector<DevEvent>>> logs(comms.size(), std::vector<std::vector<DevEvent>>(opt.channels));
+  std::vector<std::vector<std::vector<ncclProfilerDevEvent_t>>> logs(
+      comms.size(), std::vector<std::vector<ncclProfilerDevEvent_t>>(opt.channels));
   for (size_t k = 0; k < comms.size(); k++) checkComm(comms[k], &r.dataOk, &r.liveOk, &r.emitted, &logs[k]);
   if (opt.events)
     for (size_t k = 0; k < comms.size(); k++) writeEvents(comms[k], logs[k]);

@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"bytes"
-	"encoding/binary"
 	"strings"
 	"testing"
 )
@@ -82,18 +81,6 @@ func TestBatchPeriodMeetsRate(t *testing.T) {
 	cfg.EventRate = 0
 	if got := cfg.batchPeriodNs(); got != 0 {
 		t.Errorf("unpaced batchPeriodNs() = %d, want 0", got)
-	}
-}
-
-func TestDecodeEvent(t *testing.T) {
-	b := make([]byte, eventBytes)
-	binary.LittleEndian.PutUint64(b[0:], 0x1122334455667788)
-	binary.LittleEndian.PutUint64(b[8:], 42)
-	binary.LittleEndian.PutUint32(b[16:], 7)
-	b[20], b[21] = 63, PhaseStop
-	want := Event{Timestamp: 0x1122334455667788, WorkCounter: 42, FuncID: 7, Channel: 63, Phase: PhaseStop}
-	if got := decodeEvent(b); got != want {
-		t.Errorf("decodeEvent = %+v, want %+v", got, want)
 	}
 }
 

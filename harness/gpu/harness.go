@@ -18,26 +18,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ncclhooks/ncclhooks/abi"
 	"github.com/ncclhooks/ncclhooks/nvrtc"
 )
 
 // Event is one event the hook was given, as logged by the kernel.
-type Event struct {
-	Timestamp   uint64
-	WorkCounter uint64
-	FuncID      uint32
-	Channel     uint8
-	Phase       uint8
-}
-
-// Event phases.
-const (
-	PhaseStart = 0
-	PhaseStop  = 1
-)
-
-// eventBytes is sizeof(ncclProfilerDevEvent_t).
-const eventBytes = 24
+type Event = abi.DevEvent
 
 // channelStateBytes is sizeof(ChannelState) in kernelSource.
 const channelStateBytes = 16
@@ -241,7 +227,7 @@ func (r *run) setup() error {
 			}
 		}
 		if cfg.LogEvents {
-			if c.log, err = r.alloc(cfg.Channels * int(cfg.logCap()) * eventBytes); err != nil {
+			if c.log, err = r.alloc(cfg.Channels * int(cfg.logCap()) * abi.DevEventSize); err != nil {
 				return err
 			}
 		}
@@ -427,7 +413,7 @@ func (r *run) verifyData(i int) error {
 func (r *run) readLog(i int, emitted []uint64) ([]Event, error) {
 	cfg, c := &r.cfg, r.comms[i]
 	capEvents := cfg.logCap()
-	buf := make([]byte, uint64(cfg.Channels)*capEvents*eventBytes)
+	buf := make([]byte, uint64(cfg.Channels)*capEvents*abi.DevEventSize)
 	if err := r.h.dev.CopyDtoH(buf, c.log, c.stream); err != nil {
 		return nil, fmt.Errorf("harness: reading communicator %d's event log: %w", i, err)
 	}
@@ -436,22 +422,12 @@ func (r *run) readLog(i int, emitted []uint64) ([]Event, error) {
 		if n > capEvents {
 			return nil, fmt.Errorf("harness: communicator %d channel %d emitted %d events, more than the %d expected", i, ch, n, capEvents)
 		}
-		base := uint64(ch) * capEvents * eventBytes
+		base := uint64(ch) * capEvents * abi.DevEventSize
 		for k := range n {
-			evs = append(evs, decodeEvent(buf[base+k*eventBytes:]))
+			evs = append(evs, abi.DecodeDevEvent(buf[base+k*abi.DevEventSize:]))
 		}
 	}
 	return evs, nil
-}
-
-func decodeEvent(b []byte) Event {
-	return Event{
-		Timestamp:   binary.LittleEndian.Uint64(b[0:]),
-		WorkCounter: binary.LittleEndian.Uint64(b[8:]),
-		FuncID:      binary.LittleEndian.Uint32(b[16:]),
-		Channel:     b[20],
-		Phase:       b[21],
-	}
 }
 
 // fillSeed makes every communicator's source different.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ncclhooks/ncclhooks/abi"
 	"github.com/ncclhooks/ncclhooks/internal/gputest"
 	"github.com/ncclhooks/ncclhooks/nvrtc"
 )
@@ -141,34 +142,34 @@ func checkEvents(t *testing.T, cfg *Config, res *Result) {
 		startTS := map[[2]uint64]uint64{}
 		first, last := ^uint64(0), uint64(0)
 		for _, ev := range evs {
-			k := key{ev.Channel, ev.Phase}
-			if int(ev.Channel) >= cfg.Channels || ev.Phase > PhaseStop {
+			k := key{ev.ChannelID, ev.Phase}
+			if int(ev.ChannelID) >= cfg.Channels || ev.Phase > abi.PhaseStop {
 				t.Fatalf("communicator %d: bad event %+v", comm, ev)
 			}
 			if ev.WorkCounter != next[k] {
 				t.Fatalf("communicator %d channel %d phase %d: work counter %d, want %d (monotonic, no repeats across launches and replays)",
-					comm, ev.Channel, ev.Phase, ev.WorkCounter, next[k])
+					comm, ev.ChannelID, ev.Phase, ev.WorkCounter, next[k])
 			}
 			next[k]++
 			batch := ev.WorkCounter / uint64(cfg.ItemsPerBatch) // batches run so far on this channel
 			launch := int(batch/uint64(cfg.Batches)) % cfg.Launches
 			if want := cfg.FuncID(comm, launch, int(batch%uint64(cfg.Batches))); ev.FuncID != want {
-				t.Fatalf("communicator %d channel %d work %d: funcId %d, want %d", comm, ev.Channel, ev.WorkCounter, ev.FuncID, want)
+				t.Fatalf("communicator %d channel %d work %d: funcId %d, want %d", comm, ev.ChannelID, ev.WorkCounter, ev.FuncID, want)
 			}
-			if ev.Timestamp < lastTS[ev.Channel] {
-				t.Fatalf("communicator %d channel %d: timestamp went back from %d to %d", comm, ev.Channel, lastTS[ev.Channel], ev.Timestamp)
+			if ev.Timestamp < lastTS[ev.ChannelID] {
+				t.Fatalf("communicator %d channel %d: timestamp went back from %d to %d", comm, ev.ChannelID, lastTS[ev.ChannelID], ev.Timestamp)
 			}
-			lastTS[ev.Channel] = ev.Timestamp
-			item := [2]uint64{uint64(ev.Channel), ev.WorkCounter}
-			if ev.Phase == PhaseStart {
+			lastTS[ev.ChannelID] = ev.Timestamp
+			item := [2]uint64{uint64(ev.ChannelID), ev.WorkCounter}
+			if ev.Phase == abi.PhaseStart {
 				startTS[item] = ev.Timestamp
 			} else if s, ok := startTS[item]; !ok || ev.Timestamp < s {
-				t.Fatalf("communicator %d channel %d work %d: STOP without an earlier START", comm, ev.Channel, ev.WorkCounter)
+				t.Fatalf("communicator %d channel %d work %d: STOP without an earlier START", comm, ev.ChannelID, ev.WorkCounter)
 			}
 			first, last = min(first, ev.Timestamp), max(last, ev.Timestamp)
 		}
 		for ch := range cfg.Channels {
-			for _, ph := range []uint8{PhaseStart, PhaseStop} {
+			for _, ph := range []uint8{abi.PhaseStart, abi.PhaseStop} {
 				if got := next[key{uint8(ch), ph}]; got != itemsPerChannel {
 					t.Errorf("communicator %d channel %d phase %d: %d work items, want %d", comm, ch, ph, got, itemsPerChannel)
 				}

@@ -1,26 +1,21 @@
 package gpu
 
+import "github.com/ncclhooks/ncclhooks/abi"
+
 // CUDA sources compiled at run time by NVRTC (always with -rdc=true, so that
 // calls through a function pointer into a separately loaded hook module
 // resolve to absolute addresses: DESIGN.md section 4). They include no
-// headers: NVRTC needs no CUDA toolkit headers for them.
+// headers: NVRTC needs no CUDA toolkit headers for them, and the NCCL ABI
+// comes as the text of abi's header.
 
-// eventDecl is the NCCL pull request 2285 event and hook type, shared by every
-// source of this package.
-const eventDecl = `typedef unsigned long long u64;
+// eventDecl is the NCCL ABI (the pull request 2285 event and hook type, from
+// abi/ncclhooks_abi.h) and the short integer names, shared by every source
+// of this package.
+var eventDecl = abi.Header + `
+typedef unsigned long long u64;
 typedef unsigned int u32;
 typedef unsigned short u16;
 typedef unsigned char u8;
-
-typedef struct {
-  u64 timestamp;   // %globaltimer, ns
-  u64 workCounter; // monotonic per (communicator, channel)
-  u32 funcId;      // index into NCCL's device function table
-  u8  channelId;
-  u8  phase;       // START = 0, STOP = 1
-  u16 rsvd;
-} ncclProfilerDevEvent_t; // 24 bytes
-typedef void (*ncclProfilerDevHook_t)(const ncclProfilerDevEvent_t* ev, void* devCtx);
 
 static __device__ __forceinline__ u64 globaltimer() {
   u64 t;
@@ -43,8 +38,8 @@ const threadsPerBlock = 256
 // ncclKernelMain: one block per channel; per batch of work items, thread 0
 // calls the hook at START for every item, the whole block does the items'
 // work, then thread 0 calls the hook at STOP for every item.
-const kernelSource = eventDecl + `
-enum { PHASE_START = 0, PHASE_STOP = 1, NTHREADS = 256 };
+var kernelSource = eventDecl + `
+enum { NTHREADS = 256 };
 
 struct alignas(16) vec4 { u32 x, y, z, w; };
 
@@ -106,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS) ncclhooks_harness(
       funcId = funcIds[(funcOffset + b) % nFuncIds];
       if (hook != 0)
         for (int i = 0; i < itemsPerBatch; i++)
-          emit(hook, ctx, log, logCap, &emitted, workCounter + i, funcId, channel, PHASE_START);
+          emit(hook, ctx, log, logCap, &emitted, workCounter + i, funcId, channel, NCCLHOOKS_PHASE_START);
     }
     __syncthreads();
     for (int i = 0; i < itemsPerBatch; i++) {
@@ -123,7 +118,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS) ncclhooks_harness(
     if (threadIdx.x == 0) {
       if (hook != 0)
         for (int i = 0; i < itemsPerBatch; i++)
-          emit(hook, ctx, log, logCap, &emitted, workCounter + i, funcId, channel, PHASE_STOP);
+          emit(hook, ctx, log, logCap, &emitted, workCounter + i, funcId, channel, NCCLHOOKS_PHASE_STOP);
       workCounter += itemsPerBatch;
     }
   }
@@ -172,14 +167,14 @@ extern "C" __global__ void ncclhooks_hook_cost(ncclProfilerDevHook_t hook, void*
 
 // nopHookSource is the floor every hook is measured against: the call and
 // the event construction, nothing else.
-const nopHookSource = eventDecl + `
+var nopHookSource = eventDecl + `
 extern "C" __device__ void ncclhooks_entry(const ncclProfilerDevEvent_t* ev, void* ctx) {}
 ` + entryResolvers
 
 // countingHookSource counts events per phase with one device-memory atomic:
 // ctx points to two u64 counters (START, STOP), allocated by the host. It is the "hook that records
 // nothing but a counter" of the benchmarks and the tests' independent count.
-const countingHookSource = eventDecl + `
+var countingHookSource = eventDecl + `
 extern "C" __device__ void ncclhooks_entry(const ncclProfilerDevEvent_t* ev, void* ctx) {
   atomicAdd((u64*)ctx + (ev->phase & 1), 1ULL);
 }

@@ -2,7 +2,7 @@
 // ncclProfiler_v7 (or older), init per communicator, getDeviceHook per device,
 // hook calls from one thread per channel per communicator, finalize. It
 // repeats that `cycles` times in one process. Build: cc -O2 -pthread -rdynamic
-// cdriver.c -ldl. Output: "LOG <level> <msg>" per plugin log line, then
+// -I../abi cdriver.c -ldl. Output: "LOG <level> <msg>" per plugin log line, then
 // "EMITTED <device> <events>" and "HOOK <cycle> <device> <0|1>".
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -14,23 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct {
-  uint64_t timestamp, workCounter;
-  uint32_t funcId;
-  uint8_t channelId, phase;
-  uint16_t rsvd;
-} event_t;
-typedef void (*hook_t)(const event_t*, void*);
-typedef void (*logger_t)(int, unsigned long, const char*, int, const char*, ...);
-typedef struct {
-  const char* name;
-  int (*init)(void**, uint64_t, int*, const char*, int, int, int, logger_t);
-  int (*startEvent)(void*, void**, void*);
-  int (*stopEvent)(void*);
-  int (*recordEventState)(void*, int, void*);
-  int (*finalize)(void*);
-  int (*getDeviceHook)(int, void**, void**);
-} prof_t;
+#include "ncclhooks_abi.h"
 
 int ncclhooks_harness_cpu = 1;
 static const char* names[] = {"AllReduce_Sum_f32_RING_LL", "AllGather_RING_SIMPLE", "ReduceScatter_Sum_bf16_RING_LL128"};
@@ -51,18 +35,18 @@ static void logger(int level, unsigned long flags, const char* file, int line, c
   pthread_mutex_unlock(&mu);
 }
 
-typedef struct { hook_t hook; void* ctx; int channel, items; uint64_t base; } chan_t;
+typedef struct { ncclProfilerDevHook_t hook; void* ctx; int channel, items; uint64_t base; } chan_t;
 
 static void* run(void* a) {
   chan_t* c = (chan_t*)a;
   volatile double sink = 0;
   for (int i = 0; i < c->items; i++) {
-    event_t e = {0};
+    ncclProfilerDevEvent_t e = {0};
     struct timespec ts;
     e.workCounter = c->base + (uint64_t)i;
     e.funcId = (uint32_t)((i + c->channel) % 3);
     e.channelId = (uint8_t)c->channel;
-    for (int ph = 0; ph < 2; ph++) {
+    for (int ph = NCCLHOOKS_PHASE_START; ph <= NCCLHOOKS_PHASE_STOP; ph++) {
       clock_gettime(CLOCK_REALTIME, &ts);
       e.timestamp = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
       e.phase = (uint8_t)ph;
@@ -81,9 +65,10 @@ int main(int argc, char** argv) {
   int devs = atoi(argv[2]), comms = atoi(argv[3]), chans = atoi(argv[4]), items = atoi(argv[5]), cycles = atoi(argv[6]);
   void* h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
-  prof_t* p = (prof_t*)dlsym(h, "ncclProfiler_v7");
+  // v6 is v7's prefix: read either through v7, getDeviceHook only for v7.
+  ncclProfiler_v7_t* p = (ncclProfiler_v7_t*)dlsym(h, "ncclProfiler_v7");
   int v = 7;
-  if (!p) { p = (prof_t*)dlsym(h, "ncclProfiler_v6"); v = 6; }
+  if (!p) { p = (ncclProfiler_v7_t*)dlsym(h, "ncclProfiler_v6"); v = 6; }
   if (!p) { fprintf(stderr, "no ncclProfiler_v7/v6\n"); return 1; }
   printf("VERSION %d %s\n", v, p->name);
   for (int cy = 0; cy < cycles; cy++) {
@@ -105,7 +90,7 @@ int main(int argc, char** argv) {
     chan_t* cs = calloc(nt, sizeof(chan_t));
     for (int i = 0; i < nt; i++) {
       int comm = i / chans, d = comm / comms;
-      cs[i] = (chan_t){(hook_t)hooks[d], hctx[d], i % chans, items, ((uint64_t)cy << 48) | ((uint64_t)(comm % comms) << 40)};
+      cs[i] = (chan_t){(ncclProfilerDevHook_t)hooks[d], hctx[d], i % chans, items, ((uint64_t)cy << 48) | ((uint64_t)(comm % comms) << 40)};
       pthread_create(&t[i], NULL, run, &cs[i]);
     }
     for (int i = 0; i < nt; i++) pthread_join(t[i], NULL);

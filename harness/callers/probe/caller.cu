@@ -19,25 +19,24 @@
 #ifndef LIVE
 #define LIVE 4
 #endif
-typedef struct { uint64_t timestamp, workCounter; uint32_t funcId; uint8_t channelId, phase; uint16_t rsvd; } ev_t;
-typedef void (*hook_t)(const ev_t*, void*);
+#include "ncclhooks_abi.h" // the event, hook type and ncclProfiler_v7_t (run.sh and share.sh pass -I)
 
 __device__ __forceinline__ uint64_t gtimer() { uint64_t t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 
 // The control hook: the RFC's counter, compiled into this module.
-extern "C" __device__ __noinline__ void local_hook(const ev_t* ev, void* ctx) {
+extern "C" __device__ __noinline__ void local_hook(const ncclProfilerDevEvent_t* ev, void* ctx) {
   atomicAdd(&((unsigned long long*)ctx)[ev->phase & 1], 1ULL);
 }
-__device__ hook_t local_hook_ptr = local_hook;
+__device__ ncclProfilerDevHook_t local_hook_ptr = local_hook;
 
 // No __launch_bounds__: it would override -maxrregcount.
-extern "C" __global__ void caller(hook_t hook, void* ctx, int n, unsigned* data, unsigned long long* emitted) {
+extern "C" __global__ void caller(ncclProfilerDevHook_t hook, void* ctx, int n, unsigned* data, unsigned long long* emitted) {
   unsigned v[LIVE];
 #pragma unroll
   for (int j = 0; j < LIVE; j++) v[j] = data[(j * 256 + threadIdx.x) % 4096];
   for (int i = 0; i < n; i++) {
     if (threadIdx.x == 0) {
-      ev_t ev;
+      ncclProfilerDevEvent_t ev;
       ev.timestamp = gtimer(); ev.workCounter = i / 2; ev.funcId = 3; ev.channelId = blockIdx.x; ev.phase = i & 1; ev.rsvd = 0;
       hook(&ev, ctx);
       atomicAdd(emitted, 1ULL);
@@ -61,16 +60,6 @@ static unsigned expect(const unsigned* in, int tid, int n) {
   return s;
 }
 
-typedef struct {
-  const char* name;
-  int (*init)(void**, uint64_t, int*, const char*, int, int, int, void*);
-  int (*startEvent)(void*, void**, void*);
-  int (*stopEvent)(void*);
-  int (*recordEventState)(void*, int, void*);
-  int (*finalize)(void*);
-  int (*getDeviceHook)(int, void**, void**);
-} prof_v7_t;
-
 static void logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
   (void)level; (void)flags; (void)file; (void)line; (void)fmt;
 }
@@ -84,7 +73,7 @@ int main(int argc, char** argv) {
   cudaFree(0);
   if (stackLimit) cudaDeviceSetLimit(cudaLimitStackSize, stackLimit);
   size_t lim = 0; cudaDeviceGetLimit(&lim, cudaLimitStackSize);
-  void* hook = 0; void* ctx = 0; void* pctx = 0; prof_v7_t* prof = 0;
+  void* hook = 0; void* ctx = 0; void* pctx = 0; ncclProfiler_v7_t* prof = 0;
   if (!strcmp(mode, "so")) {
     void* h = dlopen(path, RTLD_NOW);
     if (!h) { printf("RESULT setup-failed %s\n", dlerror()); return 3; }
@@ -114,9 +103,9 @@ int main(int argc, char** argv) {
   } else if (!strcmp(mode, "plugin")) {
     void* h = dlopen(path, RTLD_NOW);
     if (!h) { printf("RESULT setup-failed %s\n", dlerror()); return 3; }
-    prof = (prof_v7_t*)dlsym(h, "ncclProfiler_v7");
+    prof = (ncclProfiler_v7_t*)dlsym(h, "ncclProfiler_v7");
     int mask = 0;
-    if (!prof || prof->init(&pctx, 0x1234, &mask, "probe", 1, 1, 0, (void*)logger) || prof->getDeviceHook(0, &hook, &ctx)) {
+    if (!prof || prof->init(&pctx, 0x1234, &mask, "probe", 1, 1, 0, logger) || prof->getDeviceHook(0, &hook, &ctx)) {
       printf("RESULT setup-failed plugin\n"); return 3;
     }
     if (!hook) { printf("RESULT setup-failed plugin returned no hook\n"); return 3; }
@@ -127,7 +116,7 @@ int main(int argc, char** argv) {
   unsigned* in = (unsigned*)malloc(4096 * 4);
   for (int i = 0; i < 4096; i++) in[i] = i * 2654435761u + 17u;
   cudaMemcpy(data, in, 4096 * 4, cudaMemcpyHostToDevice);
-  caller<<<blocks, 256>>>((hook_t)hook, ctx, n, data, emitted);
+  caller<<<blocks, 256>>>((ncclProfilerDevHook_t)hook, ctx, n, data, emitted);
   cudaError_t e = cudaDeviceSynchronize();
   if (e != cudaSuccess) {
     printf("RESULT FAULT %s hook=%p stacklimit=%zu\n", cudaGetErrorName(e), hook, lim);

@@ -6,9 +6,9 @@
 //   -DKIND_STACK=BYTES  a stack frame of BYTES (a volatile local array)
 #include <cuda_runtime.h>
 #include <stdint.h>
-typedef struct { uint64_t timestamp, workCounter; uint32_t funcId; uint8_t channelId, phase; uint16_t rsvd; } ev_t;
+#include "ncclhooks_abi.h" // the event and hook type (run.sh and share.sh pass -I)
 
-extern "C" __device__ void probe_hook(const ev_t* ev, void* ctx) {
+extern "C" __device__ void probe_hook(const ncclProfilerDevEvent_t* ev, void* ctx) {
   unsigned long long* c = (unsigned long long*)ctx;
 #if defined(KIND_COUNT)
   atomicAdd(&c[ev->phase & 1], 1ULL);
@@ -34,16 +34,15 @@ extern "C" __device__ void probe_hook(const ev_t* ev, void* ctx) {
 #endif
 }
 
-typedef void (*hook_t)(const ev_t*, void*);
 #ifdef PROBE_CUBIN
 // A cubin for cuModuleLoadData / cuLibraryLoadData: the caller looks the pointer up by name.
-extern "C" __device__ hook_t probe_hook_ptr = probe_hook;
+extern "C" __device__ ncclProfilerDevHook_t probe_hook_ptr = probe_hook;
 #else
 // static: an extern __device__ variable of a -rdc shared library has no host shadow.
-static __device__ hook_t probe_hook_ptr = probe_hook;
+static __device__ ncclProfilerDevHook_t probe_hook_ptr = probe_hook;
 
 extern "C" int probe_get(void** hook, void** ctx) {
-  hook_t h = 0;
+  ncclProfilerDevHook_t h = 0;
   if (cudaMemcpyFromSymbol(&h, probe_hook_ptr, sizeof h) != cudaSuccess) return 1;
   if (cudaMalloc(ctx, 1 << 16) != cudaSuccess || cudaMemset(*ctx, 0, 1 << 16) != cudaSuccess) return 2;
   *hook = (void*)h;

@@ -11,6 +11,7 @@ OUT=${OUT:-$W/out}
 NVCC=${NVCC:-nvcc}
 ARCH=${ARCH:-sm_90}
 EX=$(realpath ../../../examples)
+ABI=$(realpath ../../../abi) # ncclhooks_abi.h: the event, hook type and profiler structs
 mkdir -p "$W" "$OUT"
 export NCCL_HOOKS_CACHE_DIR=$W/cache NCCL_HOOKS_DUMP_DIR=$W/dump
 main() {
@@ -19,7 +20,7 @@ echo "== machine"; nvidia-smi --query-gpu=name,driver_version --format=csv,nohea
 echo "== build callers (nvcc, -Xptxas -v)"
 build_caller() { # name flags...
   local name=$1; shift
-  $NVCC -arch=$ARCH -o "$W/$name" caller.cu -lcuda -ldl -Xptxas -v "$@" 2> "$W/$name.ptxas" || { echo "BUILD FAILED $name"; cat "$W/$name.ptxas"; }
+  $NVCC -arch=$ARCH -I"$ABI" -o "$W/$name" caller.cu -lcuda -ldl -Xptxas -v "$@" 2> "$W/$name.ptxas" || { echo "BUILD FAILED $name"; cat "$W/$name.ptxas"; }
   printf "%-14s %s\n" "$name" "$(grep -A2 'for caller' "$W/$name.ptxas" | grep -oE '[0-9]+ bytes stack frame|Used [0-9]+ registers' | tr '\n' ' ')"
 }
 build_caller wp &
@@ -36,7 +37,7 @@ for c in wp rdc; do echo "$c: $(cuobjdump -elf "$W/$c" | grep -c 'R_CUDA_ABS32_\
 echo "== build probe hooks (nvcc -rdc, shared libraries)"
 build_hook() { # name flags...
   local name=$1; shift
-  $NVCC -arch=$ARCH -rdc=true -shared -Xcompiler -fPIC -o "$W/lib$name.so" hooks.cu -Xptxas -v "$@" 2> "$W/$name.ptxas" || { echo "BUILD FAILED $name"; cat "$W/$name.ptxas"; }
+  $NVCC -arch=$ARCH -I"$ABI" -rdc=true -shared -Xcompiler -fPIC -o "$W/lib$name.so" hooks.cu -Xptxas -v "$@" 2> "$W/$name.ptxas" || { echo "BUILD FAILED $name"; cat "$W/$name.ptxas"; }
   printf "%-14s %s %s\n" "$name" "$(cuobjdump -elf "$W/lib$name.so" 2>/dev/null | grep -oE 'probe_hook\(0x[0-9a-f]+\)\s+(register count|frame size): \w+' | sed 's/probe_hook([^)]*)//' | tr -s ' \t' ' ' | tr '\n' ' ')" \
     "$(grep -A1 'for probe_hook' "$W/$name.ptxas" | grep -oE '[0-9]+ bytes stack frame' | head -1)"
 }
@@ -44,7 +45,7 @@ build_hook count -DKIND_COUNT &
 for K in 8 40 88; do for M in 32 64 128; do build_hook regs${K}_m$M -DKIND_REGS=$K -maxrregcount=$M & done; done
 for S in 64 1024 4096 16384; do build_hook stack$S -DKIND_STACK=$S & done
 wait
-$NVCC -arch=$ARCH -rdc=true -cubin -DKIND_COUNT -DPROBE_CUBIN -o "$W/count.rdc.cubin" hooks.cu && nvlink -arch=$ARCH "$W/count.rdc.cubin" -o "$W/count.cubin" || echo "cubin build failed"
+$NVCC -arch=$ARCH -I"$ABI" -rdc=true -cubin -DKIND_COUNT -DPROBE_CUBIN -o "$W/count.rdc.cubin" hooks.cu && nvlink -arch=$ARCH "$W/count.rdc.cubin" -o "$W/count.cubin" || echo "cubin build failed"
 
 run() { # label caller mode path [blocks events stacklimit]
   local label=$1 c=$2; shift 2

@@ -16,6 +16,7 @@ ARCH=${ARCH:-sm_90}
 N=${SHARE_N:-6}        # processes at once
 ROUNDS=${SHARE_ROUNDS:-8}
 EX=$(realpath ../../../examples)
+ABI=$(realpath ../../../abi) # ncclhooks_abi.h: the event, hook type and profiler structs
 mkdir -p "$W" "$OUT"
 export NCCL_HOOKS_CACHE_DIR=$W/cache NCCL_HOOKS_BACKEND=gpu
 ARGS=(--channels 8 --items 32 --batch 4 --launches 2)
@@ -66,9 +67,9 @@ main() {
   echo "== build"
   ../build.sh "$W/cb" | tail -4 &
   b1=$!
-  $NVCC -arch=$ARCH -rdc=true -o "$W/pc" caller.cu -lcuda -ldl 2> "$W/pc.log" || cat "$W/pc.log" &
+  $NVCC -arch=$ARCH -I"$ABI" -rdc=true -o "$W/pc" caller.cu -lcuda -ldl 2> "$W/pc.log" || cat "$W/pc.log" &
   b2=$!
-  $NVCC -arch=$ARCH -rdc=true -shared -Xcompiler -fPIC -o "$W/libcount.so" hooks.cu -DKIND_COUNT 2> "$W/count.log" || cat "$W/count.log" &
+  $NVCC -arch=$ARCH -I"$ABI" -rdc=true -shared -Xcompiler -fPIC -o "$W/libcount.so" hooks.cu -DKIND_COUNT 2> "$W/count.log" || cat "$W/count.log" &
   b3=$!
   wait $b1; wait $b2; wait $b3
   # Warm the compile cache so that every run below loads the same cubin.

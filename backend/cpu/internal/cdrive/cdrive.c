@@ -3,17 +3,15 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-typedef void (*hk_hook_fn)(const hk_event* ev, void* ctx);
-
 typedef struct {
-  hk_hook_fn fn;
+  ncclProfilerDevHook_t fn;
   void* ctx;
   const hk_stream* stream;
   volatile int* go;
 } hk_job;
 
-void hk_drive_one(uintptr_t entry, uintptr_t ctx, const hk_event* ev) {
-  ((hk_hook_fn)entry)(ev, (void*)ctx);
+void hk_drive_one(uintptr_t entry, uintptr_t ctx, const ncclProfilerDevEvent_t* ev) {
+  ((ncclProfilerDevHook_t)entry)(ev, (void*)ctx);
 }
 
 static void* hk_run(void* arg) {
@@ -31,7 +29,7 @@ void hk_drive_threads(uintptr_t entry, uintptr_t ctx, hk_stream* streams, int n)
   hk_job* jobs = (hk_job*)calloc((size_t)n, sizeof(hk_job));
   int started = 0;
   for (int i = 0; i < n; i++) {
-    jobs[i].fn = (hk_hook_fn)entry;
+    jobs[i].fn = (ncclProfilerDevHook_t)entry;
     jobs[i].ctx = (void*)ctx;
     jobs[i].stream = &streams[i];
     jobs[i].go = &go;

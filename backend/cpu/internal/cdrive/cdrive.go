@@ -4,6 +4,7 @@
 package cdrive
 
 /*
+#cgo CFLAGS: -I${SRCDIR}/../../../../abi
 #cgo LDFLAGS: -lpthread
 #include <stdlib.h>
 #include "cdrive.h"
@@ -12,36 +13,29 @@ import "C"
 
 import (
 	"unsafe"
+
+	"github.com/ncclhooks/ncclhooks/abi"
 )
 
-// Event mirrors ncclProfilerDevEvent_t (24 bytes).
-type Event struct {
-	Timestamp   uint64
-	WorkCounter uint64
-	FuncID      uint32
-	ChannelID   uint8
-	Phase       uint8
-	_           uint16
-}
+// Event is ncclProfilerDevEvent_t (abi's Go twin, whose layout abi's tests
+// hold to the C header's).
+type Event = abi.DevEvent
 
 // Phases of an event.
 const (
-	Start = 0
-	Stop  = 1
+	Start = abi.PhaseStart
+	Stop  = abi.PhaseStop
 )
-
-var _ [24 - unsafe.Sizeof(Event{})]struct{}
-var _ [unsafe.Sizeof(Event{}) - 24]struct{}
 
 // copyToC copies events into C memory, which the C threads may read
 // without holding Go pointers; free it with C.free.
-func copyToC(events []Event) *C.hk_event {
+func copyToC(events []Event) *C.ncclProfilerDevEvent_t {
 	if len(events) == 0 {
 		return nil
 	}
 	p := C.malloc(C.size_t(len(events)) * C.size_t(unsafe.Sizeof(Event{})))
 	copy(unsafe.Slice((*Event)(p), len(events)), events)
-	return (*C.hk_event)(p)
+	return (*C.ncclProfilerDevEvent_t)(p)
 }
 
 // Call calls entry(ev, ctx) once on the calling thread.

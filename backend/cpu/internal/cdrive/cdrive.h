@@ -4,21 +4,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct {
-  uint64_t timestamp;
-  uint64_t workCounter;
-  uint32_t funcId;
-  uint8_t channelId;
-  uint8_t phase;
-  uint16_t rsvd;
-} hk_event;
+#include "ncclhooks_abi.h"
 
 typedef struct {
-  const hk_event* events;
+  const ncclProfilerDevEvent_t* events;
   size_t n;
 } hk_stream;
 
-void hk_drive_one(uintptr_t entry, uintptr_t ctx, const hk_event* ev);
+void hk_drive_one(uintptr_t entry, uintptr_t ctx, const ncclProfilerDevEvent_t* ev);
 void hk_drive_threads(uintptr_t entry, uintptr_t ctx, hk_stream* streams, int n);
 
 #endif
