@@ -96,25 +96,9 @@ func hookExprs(h *config.Hook) []*config.Expr {
 	return es
 }
 
+// aggInfo places an aggregate at offset, with config's geometry.
 func aggInfo(hook string, a *config.Aggregate, offset int) *AggInfo {
-	info := &AggInfo{Hook: hook, Agg: a, Offset: offset, Keys: 1, Overflow: len(a.By) > 0}
-	for _, by := range a.By {
-		switch by {
-		case "funcId":
-			info.Keys *= config.MaxFuncIDs + 1
-		case "channelId":
-			info.Keys *= config.MaxChannels + 1
-		}
-	}
-	switch a.Kind {
-	case config.AggCount:
-		info.RowWords = 1
-	case config.AggHistogram:
-		info.RowWords = 2 + info.Buckets()
-	default: // sum, min, max: count and one value word
-		info.RowWords = 2
-	}
-	return info
+	return &AggInfo{Hook: hook, Agg: a, Offset: offset, Keys: a.Keys(), RowWords: a.RowWords(), Overflow: len(a.By) > 0}
 }
 
 // writer builds the source and remembers which lines each block spans.

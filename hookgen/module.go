@@ -110,37 +110,24 @@ type AggInfo struct {
 	Hook     string
 	Agg      *config.Aggregate
 	Offset   int  // first 64-bit word in ncclhooks_agg
-	Keys     int  // number of key combinations (rows)
-	RowWords int  // words per row
+	Keys     int  // number of key combinations (rows): config.Aggregate.Keys
+	RowWords int  // words per row: config.Aggregate.RowWords
 	Overflow bool // keyed by funcId and/or channelId: the last key of each collects out-of-range ids
 }
 
 // Buckets is the number of histogram buckets of the aggregate (0 unless a
-// histogram): config.Log2Buckets, or len(bounds)+1 with the final +Inf bucket.
+// histogram): config.Buckets.Count.
 func (a *AggInfo) Buckets() int {
 	if a.Agg.Kind != config.AggHistogram {
 		return 0
 	}
-	if a.Agg.Buckets.Log2 {
-		return config.Log2Buckets
-	}
-	return len(a.Agg.Buckets.Bounds) + 1
+	return a.Agg.Buckets.Count()
 }
 
 // Row returns the row of a (funcId, channelId) key, folding out-of-range ids
-// into the overflow key exactly as the generated code does.
-func (a *AggInfo) Row(funcID, channelID uint32) int {
-	row := 0
-	for _, by := range a.Agg.By {
-		switch by {
-		case "funcId":
-			row = row*(config.MaxFuncIDs+1) + int(min(funcID, config.MaxFuncIDs))
-		case "channelId":
-			row = row*(config.MaxChannels+1) + int(min(channelID, config.MaxChannels))
-		}
-	}
-	return row
-}
+// into the overflow key exactly as the generated code does
+// (config.Aggregate.Row).
+func (a *AggInfo) Row(funcID, channelID uint32) int { return a.Agg.Row(funcID, channelID) }
 
 // LineSpan maps generated source lines [Start, End] (1-based) to the profile.
 type LineSpan struct {

@@ -23,11 +23,6 @@ func decodeAgg(a *hookgen.AggInfo, words []uint64, funcName func(uint32) string)
 	if a.Offset < 0 || end > len(words) {
 		return nil, fmt.Errorf("aggregate %q of hook %q: cells [%d, %d) outside the %d aggregate words", a.Agg.Name, a.Hook, a.Offset, end, len(words))
 	}
-	byFunc, byChan := false, false
-	for _, k := range a.Agg.By {
-		byFunc = byFunc || k == "funcId"
-		byChan = byChan || k == "channelId"
-	}
 	nb := a.Buckets()
 	var rows []sinks.AggRow
 	for r := 0; r < a.Keys; r++ {
@@ -36,11 +31,8 @@ func decodeAgg(a *hookgen.AggInfo, words []uint64, funcName func(uint32) string)
 			continue
 		}
 		row := sinks.AggRow{FuncID: keyAbsent, ChannelID: keyAbsent, Count: cells[0]}
-		f, c := r, r
-		if byFunc && byChan {
-			f, c = r/(config.MaxChannels+1), r%(config.MaxChannels+1)
-		}
-		if byFunc {
+		f, c := a.Agg.RowKey(r)
+		if f >= 0 {
 			row.FuncID = f
 			if f == config.MaxFuncIDs {
 				row.FuncID = keyOverflow
@@ -48,7 +40,7 @@ func decodeAgg(a *hookgen.AggInfo, words []uint64, funcName func(uint32) string)
 				row.FuncName = funcName(uint32(f))
 			}
 		}
-		if byChan {
+		if c >= 0 {
 			row.ChannelID = c
 			if c == config.MaxChannels {
 				row.ChannelID = keyOverflow

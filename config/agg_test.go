@@ -1,0 +1,39 @@
+package config
+
+import "testing"
+
+// Row follows docs/ARCHITECTURE.md ("Aggregates": by both, row
+// f*(MaxChannels+1)+c; ids beyond a bound in the last row of their key), and
+// RowKey inverts it on every row.
+func TestAggregateRows(t *testing.T) {
+	for _, by := range [][]string{nil, {"funcId"}, {"channelId"}, {"funcId", "channelId"}} {
+		a := &Aggregate{Kind: AggCount, By: by}
+		for _, f := range []uint32{0, 1, 7, MaxFuncIDs - 1, MaxFuncIDs, MaxFuncIDs + 5, 1 << 31} {
+			for _, c := range []uint32{0, 3, MaxChannels - 1, MaxChannels, 255} {
+				fk, ck := int(min(f, MaxFuncIDs)), int(min(c, MaxChannels))
+				want := 0
+				switch {
+				case len(by) == 2:
+					want = fk*(MaxChannels+1) + ck
+				case len(by) == 1 && by[0] == "funcId":
+					want = fk
+				case len(by) == 1:
+					want = ck
+				}
+				row := a.Row(f, c)
+				if row != want {
+					t.Errorf("by %v: Row(%d, %d) = %d, want %d", by, f, c, row, want)
+				}
+			}
+		}
+		for r := range a.Keys() {
+			f, c := a.RowKey(r)
+			switch {
+			case (f >= 0) != (len(by) > 0 && by[0] == "funcId"), (c >= 0) != (len(by) > 0 && by[len(by)-1] == "channelId"):
+				t.Errorf("by %v: RowKey(%d) = %d, %d: wrong keys present", by, r, f, c)
+			case a.Row(uint32(max(f, 0)), uint32(max(c, 0))) != r:
+				t.Errorf("by %v: RowKey(%d) = %d, %d, whose Row is %d", by, r, f, c, a.Row(uint32(max(f, 0)), uint32(max(c, 0))))
+			}
+		}
+	}
+}
