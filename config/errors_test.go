@@ -109,7 +109,7 @@ func TestBrokenProfiles(t *testing.T) {
 		{"type mismatch", header + "  - name: h\n    when: paired == 1\n    fields: [phase]\n",
 			[]string{"5:18: invalid operation: == (mismatched types bool and int)"}},
 		{"unsupported function", header + "  - name: h\n    when: len(phase) > 0\n    fields: [phase]\n",
-			[]string{"5:11: function len is not supported on the device; use abs, min, max, bitand, bitor, bitxor, bitnot, bitshl, bitshr, bitushr"}},
+			[]string{"5:11: function len is not supported on the device; use abs, min, max, bitand, bitor, bitxor, bitnand, bitnot, bitshl, bitshr, bitushr"}},
 		{"max of three", header + "  - name: h\n    let: [{name: m, expr: 'max(smid, clock, 1)'}]\n    fields: [m]\n",
 			[]string{"5:28: max takes exactly 2 arguments on the device; got 3: nest calls, as in max(a, max(b, c))"}},
 		{"string literal outside a predicate", header + "  - name: h\n    when: 'phase == \"STOP\"'\n    fields: [phase]\n",

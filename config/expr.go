@@ -170,15 +170,40 @@ func CheckExpr(src string, start Pos, env *Env) (*Expr, error) {
 	return x, nil
 }
 
-// deviceBuiltins are the expr-lang builtins the device implements, with
-// their number of arguments.
-var deviceBuiltins = map[string]int{
-	"abs": 1, "min": 2, "max": 2,
-	"bitand": 2, "bitor": 2, "bitxor": 2, "bitnot": 1,
-	"bitshl": 2, "bitshr": 2, "bitushr": 2,
+// DeviceFunc is an expr-lang builtin the device implements.
+type DeviceFunc struct {
+	Name string
+	Args int // the number of arguments it takes in a profile
 }
 
-const deviceBuiltinList = "abs, min, max, bitand, bitor, bitxor, bitnot, bitshl, bitshr, bitushr"
+// DeviceFuncs is the device whitelist of functions, in the order messages
+// list them: the validator accepts these and no other, and hookgen
+// translates each of them and refuses every other (hookgen's tests hold
+// both). bitnand(a, b) is a &^ b.
+var DeviceFuncs = []DeviceFunc{
+	{"abs", 1}, {"min", 2}, {"max", 2},
+	{"bitand", 2}, {"bitor", 2}, {"bitxor", 2}, {"bitnand", 2}, {"bitnot", 1},
+	{"bitshl", 2}, {"bitshr", 2}, {"bitushr", 2},
+}
+
+// LookupDeviceFunc returns the whitelist's entry for name.
+func LookupDeviceFunc(name string) (DeviceFunc, bool) {
+	for _, f := range DeviceFuncs {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return DeviceFunc{}, false
+}
+
+// deviceBuiltinList names the whitelist for messages.
+var deviceBuiltinList = func() string {
+	names := make([]string, len(DeviceFuncs))
+	for i, f := range DeviceFuncs {
+		names[i] = f.Name
+	}
+	return strings.Join(names, ", ")
+}()
 
 // deviceOperators are the expr-lang binary operators over numbers and
 // booleans the device implements.
@@ -315,7 +340,8 @@ func (c *exprChecker) walk(node ast.Node) {
 		c.walk(n.Exp1)
 		c.walk(n.Exp2)
 	case *ast.BuiltinNode:
-		want, ok := deviceBuiltins[n.Name]
+		f, ok := LookupDeviceFunc(n.Name)
+		want := f.Args
 		switch {
 		case !ok:
 			c.errorf(at(n), "function %s is not supported on the device; use %s", n.Name, deviceBuiltinList)

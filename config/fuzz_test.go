@@ -149,7 +149,7 @@ func checkExprTree(t *testing.T, x *Expr) {
 			walk(n.Exp1)
 			walk(n.Exp2)
 		case *ast.BuiltinNode:
-			if deviceBuiltins[n.Name] != len(n.Arguments) {
+			if f, ok := LookupDeviceFunc(n.Name); !ok || f.Args != len(n.Arguments) {
 				t.Fatalf("%q: builtin %s with %d arguments", x.Source, n.Name, len(n.Arguments))
 			}
 			for _, a := range n.Arguments {

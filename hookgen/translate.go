@@ -213,6 +213,8 @@ func (t *translator) conditional(n *ast.ConditionalNode) (cexpr, error) {
 	return cexpr{"(" + c.code + " ? " + a.code + " : " + b.code + ")", a.kind}, nil
 }
 
+// builtin translates a call of a function of the device whitelist
+// (config.DeviceFuncs) and refuses every other.
 func (t *translator) builtin(n *ast.BuiltinNode) (cexpr, error) {
 	args := make([]cexpr, len(n.Arguments))
 	for i, a := range n.Arguments {
@@ -224,6 +226,9 @@ func (t *translator) builtin(n *ast.BuiltinNode) (cexpr, error) {
 			return cexpr{}, t.errorf(a, "%s needs numbers, not bool", n.Name)
 		}
 		args[i] = c
+	}
+	if _, ok := config.LookupDeviceFunc(n.Name); !ok {
+		return cexpr{}, t.errorf(n, "function %s cannot run on the device", n.Name)
 	}
 	arity := func(want int) error {
 		if len(args) != want {
@@ -290,7 +295,7 @@ func (t *translator) builtin(n *ast.BuiltinNode) (cexpr, error) {
 		fn := map[string]string{"bitshl": "hk_shl", "bitshr": "hk_shr", "bitushr": "hk_ushr"}[n.Name]
 		return cexpr{fn + "(" + args[0].code + ", " + args[1].code + ")", kindInt}, nil
 	}
-	return cexpr{}, t.errorf(n, "function %s cannot run on the device", n.Name)
+	return cexpr{}, t.errorf(n, "function %s is whitelisted but has no translation", n.Name)
 }
 
 // promote converts an int operand to double when the other is a float, as
