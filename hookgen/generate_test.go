@@ -219,3 +219,31 @@ func TestGenerateErrors(t *testing.T) {
 		t.Errorf("100 slots: %v", err)
 	}
 }
+
+// FuncSetBits: every name a predicate matches sets its id's bit, no other bit
+// is set, and ids past the set's capacity are ignored.
+func TestFuncSetBits(t *testing.T) {
+	m, err := hookgen.Generate(richProfile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.FuncSets) == 0 {
+		t.Fatal("the rich profile has no name predicate")
+	}
+	names := make([]string, hookgen.MaxFuncIDs+40)
+	for i := range names {
+		names[i] = "SendRecv"
+	}
+	names[3], names[37], names[hookgen.MaxFuncIDs+1] = "AllReduce_Sum_f32_RING_LL", "Broadcast_RING", "AllReduce_x"
+	for i, bits := range m.FuncSetBits(names) {
+		if len(bits) != hookgen.FuncSetWords {
+			t.Fatalf("set %d: %d words", i, len(bits))
+		}
+		for id := range hookgen.MaxFuncIDs {
+			got := bits[id/32]>>(id%32)&1 == 1
+			if want := m.FuncSets[i].Pred.Match(names[id]); got != want {
+				t.Errorf("set %d (%s), id %d %q: bit %v, want %v", i, m.FuncSets[i].Hook, id, names[id], got, want)
+			}
+		}
+	}
+}
