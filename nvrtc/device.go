@@ -130,7 +130,7 @@ func (d *Device) Synchronize() error {
 func (d *Device) stream(s *Stream) (C.hk_h, error) {
 	if s != nil {
 		if s.h == 0 {
-			return 0, errors.New("nvrtc: use of a destroyed stream")
+			return 0, fmt.Errorf("%w: a destroyed stream", ErrClosed)
 		}
 		return s.h, nil
 	}

@@ -2,7 +2,6 @@ package gpu
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -24,7 +23,7 @@ type fixture struct {
 var (
 	fixtureOnce sync.Once
 	shared      *fixture
-	skipReason  string
+	openErr     error // from nvrtc.OpenGPU
 	setupErr    error
 )
 
@@ -44,13 +43,9 @@ func TestMain(m *testing.M) {
 func gpuFixture(t *testing.T) *fixture {
 	t.Helper()
 	fixtureOnce.Do(func() {
-		lib, err := nvrtc.Open()
+		lib, err := nvrtc.OpenGPU()
 		if err != nil {
-			skipReason = fmt.Sprintf("no CUDA driver or NVRTC: %v", err)
-			return
-		}
-		if n, err := lib.DeviceCount(); err != nil || n == 0 {
-			skipReason = fmt.Sprintf("no GPU (DeviceCount = %d, %v)", n, err)
+			openErr = err
 			return
 		}
 		f := &fixture{}
@@ -72,9 +67,7 @@ func gpuFixture(t *testing.T) *fixture {
 		}
 		shared = f
 	})
-	if skipReason != "" {
-		gputest.Skip(t, "%s", skipReason)
-	}
+	gputest.Open(t, openErr)
 	if setupErr != nil {
 		t.Fatalf("GPU harness setup: %v", setupErr)
 	}
