@@ -64,7 +64,7 @@ func LoadDevice(c backend.Compiled, m *hookgen.Module, ord int, names []string, 
 	}
 	if err := d.WriteFuncSets(m.FuncSetBits(names)); err != nil {
 		d.Close()
-		return nil, fmt.Errorf("function-name sets: %w", err)
+		return nil, fmt.Errorf("device %d: function-name sets: %w", ord, err)
 	}
 	if clock != nil {
 		if host, dev, err := d.Clock(); err == nil {
@@ -73,7 +73,7 @@ func LoadDevice(c backend.Compiled, m *hookgen.Module, ord int, names []string, 
 	}
 	if err := dr.Add(d, m); err != nil {
 		d.Close()
-		return nil, err
+		return nil, fmt.Errorf("device %d: %w", ord, err)
 	}
 	return d, nil
 }

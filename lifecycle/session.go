@@ -239,7 +239,7 @@ func (s *Session) loadDevice(ord int) backend.Device {
 	start := time.Now()
 	d, err := LoadDevice(s.compiled, s.module, ord, s.names(), s.drainer, s.jsonl.Clock)
 	if err != nil {
-		s.disableLocked(fmt.Sprintf("device %d: %v", ord, err))
+		s.disableLocked(err.Error()) // the backend names the device
 		return nil
 	}
 	s.devices[ord] = d
