@@ -49,7 +49,7 @@
 #endif
 
 // ---------------------------------------------------------------------------
-// The NCCL side of the ABI (DESIGN.md section 3).
+// The NCCL side of the ABI (docs/ARCHITECTURE.md, "The event").
 
 struct DevEvent {
   uint64_t timestamp;    // %globaltimer, ns
