@@ -11,7 +11,7 @@ FUZZTIME ?= 100000x
 # cannot be unloaded (golang/go#11100), so it must stay resident.
 PLUGIN_LDFLAGS := -extldflags=-Wl,-z,nodelete
 
-.PHONY: all build test demo bench fuzz vet clean
+.PHONY: all build test demo bench fuzz vet golden clean
 
 all: build
 
@@ -31,6 +31,13 @@ test: build vet
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+
+# hookgen's golden sources, hookgen/testdata/golden/NAME.cu for each
+# examples/NAME.yaml: rewrite them after changing hookgen or an example,
+# review the CUDA diff and commit it with the change (go test ./hookgen
+# fails while they differ).
+golden:
+	$(GO) generate ./hookgen
 
 # Every fuzz target runs a bounded number of inputs on top of its seed corpus.
 # A count, not a duration: with -fuzztime 10s, go test sometimes reports

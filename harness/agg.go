@@ -14,6 +14,7 @@ import (
 
 	"github.com/ncclhooks/ncclhooks/abi"
 	"github.com/ncclhooks/ncclhooks/config"
+	"github.com/ncclhooks/ncclhooks/schema"
 )
 
 // AggCheck is one aggregate on one device: its final snapshot against the
@@ -350,22 +351,7 @@ type aggKey struct {
 // parseAggLine reads one final aggregate line into rows keyed like the
 // harness's own; bucket counts stay cumulative as written.
 func parseAggLine(line []byte) (aggKey, map[rowKey]*aggRow, error) {
-	var l struct {
-		Hook   string `json:"hook"`
-		Device int    `json:"device"`
-		Name   string `json:"name"`
-		Rows   []struct {
-			FuncID    json.RawMessage `json:"funcId"`
-			ChannelID json.RawMessage `json:"channelId"`
-			Count     uint64          `json:"count"`
-			Sum       json.Number     `json:"sum"`
-			Min       int64           `json:"min"`
-			Max       int64           `json:"max"`
-			Buckets   []struct {
-				Count uint64 `json:"count"`
-			} `json:"buckets"`
-		} `json:"rows"`
-	}
+	var l schema.Aggregate
 	if err := json.Unmarshal(line, &l); err != nil {
 		return aggKey{}, nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/expr-lang/expr/vm"
 
 	"github.com/ncclhooks/ncclhooks/config"
+	"github.com/ncclhooks/ncclhooks/schema"
 )
 
 // Summary is the outcome of a harness run.
@@ -206,11 +207,11 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 			}
 			r.Matched, r.Records, r.Dropped = st.Matched, st.Records, st.Dropped
 			r.Stages = fmt.Sprintf("full %d, overwritten %d, torn %d, ring %d",
-				st.BufferFull, st.Overwritten, st.Torn, st.RingFull)
+				st.DroppedBufferFull, st.DroppedOverwritten, st.DroppedTorn, st.DroppedRingFull)
 			if r.Records+r.Dropped != r.Matched {
 				r.Problems = append(r.Problems, fmt.Sprintf("records %d + dropped %d != matched %d", r.Records, r.Dropped, r.Matched))
 			}
-			if st.BufferFull+st.Overwritten+st.Torn+st.RingFull != st.Dropped {
+			if st.DroppedBufferFull+st.DroppedOverwritten+st.DroppedTorn+st.DroppedRingFull != st.Dropped {
 				r.Problems = append(r.Problems, "drops by stage do not add up to dropped_total")
 			}
 			if st.Pending != 0 {
@@ -393,34 +394,12 @@ type statKey struct {
 	device int
 }
 
-type finalStats struct {
-	Matched     uint64 `json:"matched_total"`
-	Records     uint64 `json:"records_total"`
-	Dropped     uint64 `json:"dropped_total"`
-	BufferFull  uint64 `json:"dropped_buffer_full_total"`
-	Overwritten uint64 `json:"dropped_overwritten_total"`
-	Torn        uint64 `json:"dropped_torn_total"`
-	RingFull    uint64 `json:"dropped_ring_full_total"`
-	Pending     uint64 `json:"pending"`
-	Final       bool   `json:"final"`
-}
-
 type output struct {
 	aggs    map[aggKey]map[rowKey]*aggRow // final snapshots
-	final   map[statKey]finalStats
+	final   map[statKey]schema.DumpStats
 	records map[statKey][]map[string]json.RawMessage
-	comms   []commLine
+	comms   []schema.Comm
 	refused map[string]string // hook -> reason
-}
-
-// commLine is a comm line of the output.
-type commLine struct {
-	Device int    `json:"device"`
-	Comm   int    `json:"comm"`
-	CommID string `json:"comm_id"`
-	Name   string `json:"name"`
-	Rank   int    `json:"rank"`
-	NRanks int    `json:"nranks"`
 }
 
 // checkComms checks the comm lines: per device, indices 0, 1, ... once each,
@@ -462,7 +441,7 @@ func readOutput(file string) (*output, error) {
 		return nil, err
 	}
 	defer f.Close()
-	out := &output{final: map[statKey]finalStats{}, records: map[statKey][]map[string]json.RawMessage{},
+	out := &output{final: map[statKey]schema.DumpStats{}, records: map[statKey][]map[string]json.RawMessage{},
 		aggs: map[aggKey]map[rowKey]*aggRow{}, refused: map[string]string{}}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
@@ -480,12 +459,10 @@ func readOutput(file string) (*output, error) {
 		json.Unmarshal(m["device"], &dev)
 		k := statKey{hook, dev}
 		switch typ {
-		case "record":
+		case schema.TypeRecord:
 			out.records[k] = append(out.records[k], m)
-		case "aggregate":
-			var fin struct {
-				Final bool `json:"final"`
-			}
+		case schema.TypeAggregate:
+			var fin schema.Aggregate
 			json.Unmarshal(sc.Bytes(), &fin)
 			if !fin.Final {
 				continue
@@ -495,21 +472,18 @@ func readOutput(file string) (*output, error) {
 				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
 			}
 			out.aggs[k] = rows
-		case "comm":
-			var c commLine
+		case schema.TypeComm:
+			var c schema.Comm
 			if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
 			}
 			out.comms = append(out.comms, c)
-		case "refused":
-			var r struct {
-				Position string `json:"position"`
-				Reason   string `json:"reason"`
-			}
+		case schema.TypeRefused:
+			var r schema.Refused
 			json.Unmarshal(sc.Bytes(), &r)
 			out.refused[hook] = r.Position + ": " + r.Reason
-		case "dump_stats":
-			var st finalStats
+		case schema.TypeDumpStats:
+			var st schema.DumpStats
 			if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
 				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
 			}

@@ -72,7 +72,7 @@ func TestDisabledHooksAreNotGenerated(t *testing.T) {
 	if len(m.Hooks) != 2 || m.Hooks[0].Name != "all" || m.Hooks[1].Name != "latency" || m.Hooks[1].Index != 1 {
 		t.Fatalf("hooks = %+v, want all, latency", m.Hooks)
 	}
-	if strings.Contains(m.Source, `"off"`) || strings.Contains(m.Source, "hk_hook_2") {
+	if strings.Contains(m.Source, `"off"`) || strings.Contains(m.Source, "hk_hook_off") {
 		t.Error("the disabled hook was generated")
 	}
 	for _, sym := range []string{hookgen.SymEntry, hookgen.SymEntryPtr, hookgen.SymCtx, hookgen.SymCtl, hookgen.SymAgg, hookgen.SymFuncSets} {
@@ -184,9 +184,10 @@ func TestTrace(t *testing.T) {
 	}
 }
 
-// Profile text reaches the source only inside comments, whatever it holds.
+// Profile text reaches the source only inside comments, whatever it holds
+// (but for hook names, which name the hook functions: TestHookFuncNames).
 func TestProfileTextStaysInComments(t *testing.T) {
-	h := hooktest.Hook("evil", "phase")
+	h := hooktest.Hook("h", "phase")
 	h.When = hooktest.MustExpr(t, `phase == STOP || func == "*/ int evil = 1; /*"`)
 	h.When.Source = "phase == STOP */ int evil = 1; /*\n#error injected"
 	m, err := hookgen.Generate(hooktest.Profile(h))
@@ -217,5 +218,33 @@ func TestGenerateErrors(t *testing.T) {
 	odd.Buffer.Slots = 100
 	if _, err := hookgen.Generate(hooktest.Profile(odd)); err == nil || !strings.Contains(err.Error(), "test.yaml:3:3") {
 		t.Errorf("100 slots: %v", err)
+	}
+}
+
+// FuncSetBits: every name a predicate matches sets its id's bit, no other bit
+// is set, and ids past the set's capacity are ignored.
+func TestFuncSetBits(t *testing.T) {
+	m, err := hookgen.Generate(richProfile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.FuncSets) == 0 {
+		t.Fatal("the rich profile has no name predicate")
+	}
+	names := make([]string, hookgen.MaxFuncIDs+40)
+	for i := range names {
+		names[i] = "SendRecv"
+	}
+	names[3], names[37], names[hookgen.MaxFuncIDs+1] = "AllReduce_Sum_f32_RING_LL", "Broadcast_RING", "AllReduce_x"
+	for i, bits := range m.FuncSetBits(names) {
+		if len(bits) != hookgen.FuncSetWords {
+			t.Fatalf("set %d: %d words", i, len(bits))
+		}
+		for id := range hookgen.MaxFuncIDs {
+			got := bits[id/32]>>(id%32)&1 == 1
+			if want := m.FuncSets[i].Pred.Match(names[id]); got != want {
+				t.Errorf("set %d (%s), id %d %q: bit %v, want %v", i, m.FuncSets[i].Hook, id, names[id], got, want)
+			}
+		}
 	}
 }

@@ -105,6 +105,26 @@ type FuncSetInfo struct {
 	Hook  string
 }
 
+// MaxFuncIDs is how many function ids a set holds (ncclhooks_funcsets rows).
+const MaxFuncIDs = FuncSetWords * 32
+
+// FuncSetBits resolves every name predicate of m against names (NCCL's
+// function names, by id) into the words of ncclhooks_funcsets: set i, id n
+// is bit n%32 of word n/32. Ids from MaxFuncIDs on are never matched.
+func (m *Module) FuncSetBits(names []string) [][]uint32 {
+	sets := make([][]uint32, len(m.FuncSets))
+	for i, fs := range m.FuncSets {
+		bits := make([]uint32, FuncSetWords)
+		for id, n := range names[:min(len(names), MaxFuncIDs)] {
+			if fs.Pred.Match(n) {
+				bits[id/32] |= 1 << (id % 32)
+			}
+		}
+		sets[i] = bits
+	}
+	return sets
+}
+
 // AggInfo is one aggregate's place in ncclhooks_agg.
 type AggInfo struct {
 	Hook     string

@@ -37,7 +37,7 @@ type CompileOptions struct {
 	// WholeProgram leaves out -rdc=true (and Link): for self-contained
 	// kernels, and for tests. Whole-program code resolves a __device__
 	// function to a module-relative address that no other module can call
-	// (DESIGN.md section 4).
+	// (docs/ARCHITECTURE.md, "Safe for every caller").
 	WholeProgram bool
 }
 

@@ -130,7 +130,7 @@ func (d *Device) Synchronize() error {
 func (d *Device) stream(s *Stream) (C.hk_h, error) {
 	if s != nil {
 		if s.h == 0 {
-			return 0, errors.New("nvrtc: use of a destroyed stream")
+			return 0, fmt.Errorf("%w: a destroyed stream", ErrClosed)
 		}
 		return s.h, nil
 	}
@@ -153,7 +153,7 @@ func (d *Device) Alloc(n int) (uint64, error) {
 	}
 	var p C.ulonglong
 	if r := C.hk_cuMemAllocZero(d.ctx, &p, C.size_t(n), h); r != 0 {
-		return 0, fmt.Errorf("device %d: allocating %d bytes: %w", d.Ordinal, n, cuErr("cuMemAlloc", r))
+		return 0, fmt.Errorf("allocating %d bytes: %w", n, cuErr("cuMemAlloc", r))
 	}
 	return uint64(p), nil
 }
@@ -173,7 +173,7 @@ func (d *Device) HostAlloc(n int) (host unsafe.Pointer, dev uint64, err error) {
 	var h unsafe.Pointer
 	var p C.ulonglong
 	if r := C.hk_cuMemHostAllocMapped(d.ctx, &h, &p, C.size_t(n)); r != 0 {
-		return nil, 0, fmt.Errorf("device %d: allocating %d bytes of mapped host memory: %w", d.Ordinal, n, cuErr("cuMemHostAlloc", r))
+		return nil, 0, fmt.Errorf("allocating %d bytes of mapped host memory: %w", n, cuErr("cuMemHostAlloc", r))
 	}
 	return h, uint64(p), nil
 }

@@ -8,6 +8,8 @@ import "C"
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ncclhooks/ncclhooks/internal/gpuerr"
 )
 
 // Error is a failed CUDA driver, NVRTC or nvJitLink call.
@@ -20,17 +22,32 @@ type Error struct {
 	isDriver bool // a CUDA driver call (not NVRTC or nvJitLink)
 }
 
+// Sentinel errors, for errors.Is.
+var (
+	ErrNoDriver = gpuerr.ErrNoDriver // no libcuda could be loaded
+	ErrNoDevice = gpuerr.ErrNoDevice // the driver sees no CUDA device (CUDA_ERROR_NO_DEVICE)
+	ErrClosed   = errors.New("nvrtc: use of a closed device, stream or module")
+)
+
 // ErrDeinitialized is CUDA_ERROR_DEINITIALIZED: the driver is shutting down,
 // as it does at process exit. Calls fail with an *Error that Is it.
 var ErrDeinitialized = errors.New("the CUDA driver is shutting down")
 
-// cudaErrorDeinitialized is CUDA_ERROR_DEINITIALIZED.
-const cudaErrorDeinitialized = 4
+// The driver result codes the sentinels stand for.
+const (
+	cudaErrorDeinitialized = 4   // CUDA_ERROR_DEINITIALIZED
+	cudaErrorNoDevice      = 100 // CUDA_ERROR_NO_DEVICE
+)
 
 // Is makes errors.Is(err, ErrDeinitialized) true for a driver call that
-// failed because the driver is shutting down.
+// failed because the driver is shutting down, and errors.Is(err,
+// ErrNoDevice) for one that found no device.
 func (e *Error) Is(target error) bool {
-	return target == ErrDeinitialized && e.isDriver && e.Code == cudaErrorDeinitialized
+	if !e.isDriver {
+		return false
+	}
+	return target == ErrDeinitialized && e.Code == cudaErrorDeinitialized ||
+		target == ErrNoDevice && e.Code == cudaErrorNoDevice
 }
 
 func (e *Error) Error() string {

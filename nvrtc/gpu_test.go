@@ -17,14 +17,8 @@ import (
 // openGPU opens device 0 or skips the test where there is no usable GPU.
 func openGPU(t *testing.T) *Device {
 	t.Helper()
-	lib, err := Open()
-	if err != nil {
-		gputest.Skip(t, "no GPU: %v", err)
-	}
-	n, err := lib.DeviceCount()
-	if err != nil || n == 0 {
-		gputest.Skip(t, "no GPU: %d CUDA devices (%v)", n, err)
-	}
+	lib, err := OpenGPU()
+	gputest.Open(t, err)
 	d, err := lib.Device(0)
 	if err != nil {
 		t.Fatal(err)

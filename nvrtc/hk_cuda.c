@@ -5,6 +5,7 @@
 #include "hk_cuda.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,21 +18,19 @@ hk_jl_t hk_jl;
 #define NEED(tab, name) \
 	if (!tab.name) return HK_MISSING
 
-hk_h hk_dlopen(const char *path, int noload) {
-	return (hk_h)dlopen(path, RTLD_NOW | RTLD_GLOBAL | (noload ? RTLD_NOLOAD : 0));
+// hk_dlopen opens path; on failure it copies dlerror's message into err in
+// the same call, before any other dl call on the thread can replace it.
+hk_h hk_dlopen(const char *path, int noload, char *err, size_t errlen) {
+	dlerror();
+	void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL | (noload ? RTLD_NOLOAD : 0));
+	if (!h && err && errlen) {
+		const char *e = dlerror();
+		snprintf(err, errlen, "%s", e ? e : "dlopen failed");
+	}
+	return (hk_h)h;
 }
-
-const char *hk_dlerror(void) { return dlerror(); }
 
 void *hk_sym(hk_h lib, const char *name) { return dlsym((void *)lib, name); }
-
-int hk_dlpath(void *sym, char *buf, size_t n) {
-	Dl_info info;
-	if (!sym || !dladdr(sym, &info) || !info.dli_fname) return 0;
-	strncpy(buf, info.dli_fname, n - 1);
-	buf[n - 1] = 0;
-	return 1;
-}
 
 // ---- driver, no context ----
 
@@ -341,7 +340,6 @@ int hk_nvrtcDestroyProgram(hk_h prog) {
 #define HK_NVJITLINK_INPUT_CUBIN 1
 #define HK_NVJITLINK_INPUT_PTX 2
 
-int hk_jlVersion(unsigned *major, unsigned *minor) { NEED(hk_jl, version); return F(hk_jl, version, unsigned *, unsigned *)(major, minor); }
 
 int hk_jlLink(int n, const char *const *opts, int nopts, const void *const *data, const size_t *sizes,
               const int *kinds, void **out, size_t *outSize, char **log) {

@@ -37,7 +37,7 @@ typedef struct {
 
 typedef struct {
 	void *create, *destroy, *addData, *complete, *getLinkedCubinSize, *getLinkedCubin,
-	    *getErrorLogSize, *getErrorLog, *version;
+	    *getErrorLogSize, *getErrorLog;
 } hk_jl_t;
 
 extern hk_cu_t hk_cu;
@@ -55,10 +55,8 @@ extern hk_jl_t hk_jl;
 #define HK_ATTR_CC_MINOR 76
 
 // dl
-hk_h hk_dlopen(const char *path, int noload);
-const char *hk_dlerror(void);
+hk_h hk_dlopen(const char *path, int noload, char *err, size_t errlen); // err: dlerror of a failure
 void *hk_sym(hk_h lib, const char *name);
-int hk_dlpath(void *sym, char *buf, size_t n); // file a symbol was loaded from
 
 // driver: no context needed
 int hk_cuInit(void);
@@ -114,7 +112,6 @@ int hk_nvrtcGetCUBIN(hk_h prog, char **out, size_t *n); // *out malloc'd
 int hk_nvrtcDestroyProgram(hk_h prog);
 
 // nvJitLink: inputs as for hk_cuLink; *out and *log malloc'd.
-int hk_jlVersion(unsigned *major, unsigned *minor);
 int hk_jlLink(int n, const char *const *opts, int nopts, const void *const *data, const size_t *sizes,
               const int *kinds, void **out, size_t *outSize, char **log);
 

@@ -71,7 +71,7 @@ func open() (*Lib, error) {
 	l := &Lib{}
 	cu, path, err := loadLib(driverNames, driverDirs())
 	if err != nil {
-		return nil, fmt.Errorf("nvrtc: %s not found: no NVIDIA driver is installed or it is not on the library path (%v)", driverNames[0], err)
+		return nil, fmt.Errorf("nvrtc: %w: %s not found: no NVIDIA driver is installed or it is not on the library path (%v)", ErrNoDriver, driverNames[0], err)
 	}
 	l.DriverPath = path
 	if missing := bindDriver(cu); len(missing) > 0 {
@@ -145,6 +145,23 @@ func (l *Lib) DeviceCount() (int, error) {
 	return int(n), nil
 }
 
+// OpenGPU is Open for code that needs a device: it fails with an error that
+// Is ErrNoDriver or ErrNoDevice where this machine has no usable GPU.
+func OpenGPU() (*Lib, error) {
+	l, err := Open()
+	if err != nil {
+		return nil, err
+	}
+	n, err := l.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("nvrtc: %w: the driver sees no CUDA device (check CUDA_VISIBLE_DEVICES)", ErrNoDevice)
+	}
+	return l, nil
+}
+
 func versionString(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10) }
 
 var driverNames = []string{"libcuda.so.1", "libcuda.so"}
@@ -212,15 +229,15 @@ func wheelDirs() []string {
 // found in dirs, else the first the dynamic linker finds.
 func loadLib(names, dirs []string) (C.hk_h, string, error) {
 	for _, n := range names {
-		if h := dlopen(n, true); h != 0 {
+		if h, _ := dlopen(n, true); h != 0 {
 			return h, n, nil
 		}
 	}
 	var errs []string
 	try := func(p string) C.hk_h {
-		h := dlopen(p, false)
+		h, err := dlopen(p, false)
 		if h == 0 {
-			errs = append(errs, dlerror())
+			errs = append(errs, err)
 		}
 		return h
 	}
@@ -243,21 +260,21 @@ func loadLib(names, dirs []string) (C.hk_h, string, error) {
 	return 0, "", errors.New(strings.Join(errs, "; "))
 }
 
-func dlopen(path string, noload bool) C.hk_h {
+// dlopen opens path (noload: only if already loaded); the string is
+// dlerror's message when it fails.
+func dlopen(path string, noload bool) (C.hk_h, string) {
 	cs := C.CString(path)
 	defer C.free(unsafe.Pointer(cs))
 	nl := C.int(0)
 	if noload {
 		nl = 1
 	}
-	return C.hk_dlopen(cs, nl)
-}
-
-func dlerror() string {
-	if s := C.hk_dlerror(); s != nil {
-		return C.GoString(s)
+	var buf [512]C.char
+	h := C.hk_dlopen(cs, nl, &buf[0], C.size_t(len(buf)))
+	if h == 0 {
+		return 0, C.GoString(&buf[0])
 	}
-	return "unknown dlopen error"
+	return h, ""
 }
 
 // sym returns the first of names that lib exports, or nil.
@@ -271,15 +288,6 @@ func sym(lib C.hk_h, names ...string) unsafe.Pointer {
 		}
 	}
 	return nil
-}
-
-// symPath is the file a resolved symbol was loaded from.
-func symPath(p unsafe.Pointer, fallback string) string {
-	var buf [4096]C.char
-	if C.hk_dlpath(p, &buf[0], C.size_t(len(buf))) == 0 {
-		return fallback
-	}
-	return C.GoString(&buf[0])
 }
 
 // bindDriver fills hk_cu. Versioned names are the current ABI where the
@@ -390,6 +398,5 @@ func bindJitLink(lib C.hk_h, major int) bool {
 	bind(&t.getLinkedCubin, "nvJitLinkGetLinkedCubin")
 	bind(&t.getErrorLogSize, "nvJitLinkGetErrorLogSize")
 	bind(&t.getErrorLog, "nvJitLinkGetErrorLog")
-	t.version = sym(lib, "nvJitLinkVersion")
 	return all
 }

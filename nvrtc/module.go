@@ -42,7 +42,7 @@ func (d *Device) LoadCubin(cubin []byte) (*Module, error) {
 	m := &Module{d: d}
 	t0 := time.Now()
 	if r := C.hk_cuModuleLoadData(d.ctx, &m.h, img); r != 0 {
-		return nil, fmt.Errorf("device %d: %w", d.Ordinal, cuErr("cuModuleLoadData", r))
+		return nil, cuErr("cuModuleLoadData", r)
 	}
 	m.LoadTime = time.Since(t0)
 	return m, nil

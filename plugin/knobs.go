@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/ncclhooks/ncclhooks/backend/gpu"
+	"github.com/ncclhooks/ncclhooks/lifecycle"
 )
 
 // getenv reads the process environment as it is now. os.Getenv would not
@@ -28,45 +29,30 @@ func getenv(name string) string {
 	return C.GoString(v)
 }
 
-// knobs are the NCCL_HOOKS_* environment variables (the README's knob table).
-type knobs struct {
-	profile       string // NCCL_HOOKS_PROFILE: path of the YAML profile; unset: inactive
-	backend       string // NCCL_HOOKS_BACKEND: auto (default), gpu, cpu
-	dumpDir       string // NCCL_HOOKS_DUMP_DIR: overrides the profile's output.dump_dir
-	cacheDir      string // NCCL_HOOKS_CACHE_DIR: compile cache directory, "off" disables it
-	cc            string // NCCL_HOOKS_CC: C compiler of the cpu backend (default cc)
-	promDir       string // NCCL_HOOKS_PROM_DIR: write node-exporter textfiles there
-	promAddr      string // NCCL_HOOKS_PROM_ADDR: serve /metrics there (host defaults to 127.0.0.1)
-	promDumpStats bool   // NCCL_HOOKS_PROM_DUMP_STATS: 1 adds capture statistics to Prometheus output
-	nvrtcOptions  string // NCCL_HOOKS_NVRTC_OPTIONS: extra NVRTC options for the hook module
-	maxRegisters  int    // NCCL_HOOKS_MAX_REGISTERS: registers a hook may use (0: the default budget)
-	registerCaps  []int  // NCCL_HOOKS_REGISTER_CAPS: diagnostics: the --maxrregcount values to try, in order
-	sharedCtx     bool   // NCCL_HOOKS_SHARED_CTX: diagnostics: every communicator gets communicator 0's context
-}
+// readKnobs reads the knobs from the environment as it is now.
+func readKnobs() (lifecycle.Knobs, error) {
+	k := lifecycle.Knobs{
+		Profile:  getenv("NCCL_HOOKS_PROFILE"),
+		Backend:  strings.ToLower(getenv("NCCL_HOOKS_BACKEND")),
+		DumpDir:  getenv("NCCL_HOOKS_DUMP_DIR"),
+		CacheDir: getenv("NCCL_HOOKS_CACHE_DIR"),
+		CC:       getenv("NCCL_HOOKS_CC"),
+		PromDir:  getenv("NCCL_HOOKS_PROM_DIR"),
+		PromAddr: getenv("NCCL_HOOKS_PROM_ADDR"),
 
-func readKnobs() (knobs, error) {
-	k := knobs{
-		profile:  getenv("NCCL_HOOKS_PROFILE"),
-		backend:  strings.ToLower(getenv("NCCL_HOOKS_BACKEND")),
-		dumpDir:  getenv("NCCL_HOOKS_DUMP_DIR"),
-		cacheDir: getenv("NCCL_HOOKS_CACHE_DIR"),
-		cc:       getenv("NCCL_HOOKS_CC"),
-		promDir:  getenv("NCCL_HOOKS_PROM_DIR"),
-		promAddr: getenv("NCCL_HOOKS_PROM_ADDR"),
-
-		nvrtcOptions: getenv("NCCL_HOOKS_NVRTC_OPTIONS"),
+		NVRTCOptions: getenv("NCCL_HOOKS_NVRTC_OPTIONS"),
 	}
-	switch k.backend {
+	switch k.Backend {
 	case "":
-		k.backend = "auto"
+		k.Backend = "auto"
 	case "auto", "gpu", "cpu":
 	default:
-		return k, fmt.Errorf("NCCL_HOOKS_BACKEND=%q: use auto, gpu or cpu", k.backend)
+		return k, fmt.Errorf("NCCL_HOOKS_BACKEND=%q: use auto, gpu or cpu", k.Backend)
 	}
 	switch v := getenv("NCCL_HOOKS_PROM_DUMP_STATS"); v {
 	case "", "0":
 	case "1":
-		k.promDumpStats = true
+		k.PromDumpStats = true
 	default:
 		return k, fmt.Errorf("NCCL_HOOKS_PROM_DUMP_STATS=%q: use 0 or 1", v)
 	}
@@ -76,7 +62,7 @@ func readKnobs() (knobs, error) {
 			return k, fmt.Errorf("NCCL_HOOKS_MAX_REGISTERS=%q: give the register count of the kernels that call the hook, %d..255 (NCCL's have %d)",
 				v, gpu.MinRegisterBudget, gpu.DefaultRegisterBudget)
 		}
-		k.maxRegisters = n
+		k.MaxRegisters = n
 	}
 	if v := getenv("NCCL_HOOKS_REGISTER_CAPS"); v != "" {
 		for _, f := range strings.Split(v, ",") {
@@ -84,12 +70,12 @@ func readKnobs() (knobs, error) {
 			if err != nil || n < gpu.MinRegisterBudget || n > 255 {
 				return k, fmt.Errorf("NCCL_HOOKS_REGISTER_CAPS=%q: give register caps %d..255, comma-separated", v, gpu.MinRegisterBudget)
 			}
-			k.registerCaps = append(k.registerCaps, n)
+			k.RegisterCaps = append(k.RegisterCaps, n)
 		}
 	}
-	k.sharedCtx = getenv("NCCL_HOOKS_SHARED_CTX") == "1"
-	if k.cc == "" {
-		k.cc = "cc"
+	k.SharedCtx = getenv("NCCL_HOOKS_SHARED_CTX") == "1"
+	if k.CC == "" {
+		k.CC = "cc"
 	}
 	return k, nil
 }

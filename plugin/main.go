@@ -1,11 +1,10 @@
 // Command plugin is libnccl-profiler-hooks.so, the NCCL profiler plugin
 // (build with -buildmode=c-shared, linked -z nodelete). It exports
 // ncclProfiler_v7 (NCCL pull request 2285: v6 plus getDeviceHook), v6 and v5
-// from exports.c and wires the other packages together: it loads the hook
-// profile named by NCCL_HOOKS_PROFILE, compiles it once per process, loads it
-// once per device, hands NCCL the hook, and drains the device buffers into
-// the sinks. Every failure logs one WARN through NCCL's logger and leaves the
-// plugin inactive; the job it profiles is never failed.
+// from exports.c, reads the NCCL_HOOKS_* knobs, and hands each call to the
+// process's lifecycle.Session (profile, compilation, devices, drain, sinks).
+// Every failure logs one WARN through NCCL's logger and leaves the plugin
+// inactive; the job it profiles is never failed.
 package main
 
 /*
@@ -20,9 +19,15 @@ import "C"
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/ncclhooks/ncclhooks/lifecycle"
 )
 
 func main() {}
+
+// plugin is the process's one session: the Go image stays resident (-z
+// nodelete), so it outlives every dlclose and reload by NCCL.
+var plugin = lifecycle.New(lifecycle.Env{Log: ncclLog, FuncName: funcName, Knobs: readKnobs, HarnessPresent: harnessPresent})
 
 //export hooksInit
 func hooksInit(commID C.uint64_t, commName *C.char, nNodes, nRanks, rank C.int) (id C.uint64_t) {
@@ -31,20 +36,20 @@ func hooksInit(commID C.uint64_t, commName *C.char, nNodes, nRanks, rank C.int) 
 	if commName != nil {
 		name = C.GoString(commName)
 	}
-	return C.uint64_t(plugin.init(uint64(commID), name, int(nNodes), int(nRanks), int(rank)))
+	return C.uint64_t(plugin.Init(uint64(commID), name, int(nNodes), int(nRanks), int(rank)))
 }
 
 //export hooksFinalize
 func hooksFinalize(id C.uint64_t) {
 	defer guard("finalize")
-	plugin.finalize(uint64(id))
+	plugin.Finalize(uint64(id))
 }
 
 //export hooksGetDeviceHook
 func hooksGetDeviceHook(cudaDev C.int, comm C.uint64_t, hook, ctx *C.uintptr_t) {
 	defer guard("getDeviceHook")
 	*hook, *ctx = 0, 0
-	h, c := plugin.deviceHook(int(cudaDev), uint64(comm))
+	h, c := plugin.DeviceHook(int(cudaDev), uint64(comm))
 	*hook, *ctx = C.uintptr_t(h), C.uintptr_t(c)
 }
 
@@ -52,7 +57,7 @@ func hooksGetDeviceHook(cudaDev C.int, comm C.uint64_t, hook, ctx *C.uintptr_t) 
 // a bug here must never take down the job being profiled.
 func guard(where string) {
 	if r := recover(); r != nil {
-		plugin.disable(fmt.Sprintf("internal error in %s: %v", where, r))
+		plugin.Disable(fmt.Sprintf("internal error in %s: %v", where, r))
 	}
 }
 
@@ -75,5 +80,4 @@ func funcName(id uint32) string {
 	return C.GoString(p)
 }
 
-func haveFuncNames() bool  { return C.hooks_have_func_names() != 0 }
 func harnessPresent() bool { return C.hooks_harness_present() != 0 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ncclhooks/ncclhooks/internal/testbuild"
+	"github.com/ncclhooks/ncclhooks/schema"
 )
 
 // The plugin is tested as NCCL uses it: built as a c-shared library, loaded
@@ -93,20 +94,7 @@ func writeProfile(t *testing.T, dir, body string) string {
 	return p
 }
 
-type stats struct {
-	Hook        string `json:"hook"`
-	Device      int    `json:"device"`
-	Final       bool   `json:"final"`
-	Matched     uint64 `json:"matched_total"`
-	Records     uint64 `json:"records_total"`
-	Dropped     uint64 `json:"dropped_total"`
-	BufferFull  uint64 `json:"dropped_buffer_full_total"`
-	Overwritten uint64 `json:"dropped_overwritten_total"`
-	Torn        uint64 `json:"dropped_torn_total"`
-	RingFull    uint64 `json:"dropped_ring_full_total"`
-	Pending     uint64 `json:"pending"`
-	SinceLast   uint64 `json:"dropped_since_last_dump"`
-}
+type stats = schema.DumpStats
 
 type output struct {
 	final    map[string]stats // "hook dev" -> last final dump
@@ -143,7 +131,7 @@ func readOutput(t *testing.T, dir string) *output {
 		k := fmt.Sprint(line.Hook, " ", line.Device)
 		switch line.Type {
 		case "dump_stats":
-			o.sumDelta[k] += line.SinceLast
+			o.sumDelta[k] += line.DroppedSinceLastDump
 			if line.Final {
 				o.final[k] = line.stats
 			}
@@ -209,7 +197,7 @@ hooks:
 					if st.Records+st.Dropped != st.Matched {
 						t.Errorf("%s: records %d + dropped %d != matched %d", k, st.Records, st.Dropped, st.Matched)
 					}
-					if st.BufferFull+st.Overwritten+st.Torn+st.RingFull != st.Dropped || st.Pending != 0 {
+					if st.DroppedBufferFull+st.DroppedOverwritten+st.DroppedTorn+st.DroppedRingFull != st.Dropped || st.Pending != 0 {
 						t.Errorf("%s: stages do not add up: %+v", k, st)
 					}
 					if uint64(o.records[k]) != st.Records {

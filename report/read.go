@@ -20,25 +20,14 @@ import (
 	"strconv"
 
 	"github.com/ncclhooks/ncclhooks/abi"
+	"github.com/ncclhooks/ncclhooks/schema"
 )
 
 // FormatVersion is the JSON lines format version this package reads.
-const FormatVersion = 1
+const FormatVersion = schema.Format
 
 // Header is a file's first line.
-type Header struct {
-	Format      int    `json:"format"`
-	Profile     string `json:"profile"`
-	ProfileFile string `json:"profile_file"`
-	Host        string `json:"host"`
-	PID         int    `json:"pid"`
-	Backend     string `json:"backend"`
-	StartUnixNs int64  `json:"start_unix_ns"`
-	// Fields optionally maps, per hook, an output field name to its
-	// catalogue source ("ts" -> "timestamp") for profiles that rename fields.
-	// Without it the catalogue names are expected.
-	Fields map[string]map[string]string `json:"fields,omitempty"`
-}
+type Header = schema.Header
 
 // Clock is a host/device timestamp pair taken together on one device.
 type Clock struct {
@@ -53,22 +42,10 @@ func (c Clock) HostNs(deviceTs uint64) int64 {
 	return int64(deviceTs-c.DeviceNs) + int64(c.HostUnixNs)
 }
 
-// DumpStats is one dump_stats line.
+// DumpStats is one dump_stats line of one of the run's files.
 type DumpStats struct {
-	File               int // index into Run.Files
-	Hook               string
-	Device             int
-	Dump               int
-	Final              bool
-	TimeUnixNs         int64
-	Matched            uint64
-	Records            uint64
-	Dropped            uint64
-	DroppedSinceLast   uint64
-	DroppedBufferFull  uint64
-	DroppedOverwritten uint64
-	DroppedTorn        uint64
-	DroppedRingFull    uint64
+	File int // index into Run.Files
+	schema.DumpStats
 }
 
 // File is one JSON lines file of a run.
@@ -341,7 +318,7 @@ func (r *reader) line(index int, f *File, pending map[pairKey][]pendingStart, li
 		return r.header(f, line)
 	}
 	switch typ {
-	case "record":
+	case schema.TypeRecord:
 		f.Records++
 		return r.record(index, f, pending)
 	case "clock":
@@ -352,8 +329,8 @@ func (r *reader) line(index int, f *File, pending map[pairKey][]pendingStart, li
 			return errors.New("clock line needs integer device, host_unix_ns and device_ns")
 		}
 		f.Clocks[int(dev)] = Clock{Device: int(dev), HostUnixNs: host, DeviceNs: devNs}
-	case "dump_stats":
-		return r.dumpStats(index)
+	case schema.TypeDumpStats:
+		return r.dumpStats(index, line)
 	case "header":
 		return errors.New("a second header line: files were concatenated; keep one file per process")
 	case "":
@@ -503,43 +480,23 @@ func (r *reader) emit(w *WorkItem) {
 	}
 }
 
-func (r *reader) dumpStats(index int) error {
+// dumpStats reads a dump_stats line (few per file: encoding/json into the
+// schema's struct, after the flat parse checked the keys it cannot do without).
+func (r *reader) dumpStats(index int, line []byte) error {
 	o := &r.obj
-	var s DumpStats
-	s.File = index
-	s.Hook = o.str("hook")
-	dev, ok := o.int("device")
-	if s.Hook == "" || !ok {
+	if _, ok := o.int("device"); o.str("hook") == "" || !ok {
 		return errors.New(`dump_stats line needs "hook" and integer "device"`)
 	}
-	s.Device = int(dev)
-	dump, _ := o.int("dump")
-	s.Dump = int(dump)
-	if v, ok := o.get("final"); ok {
-		s.Final = v.kind == flatBool && v.raw == "true"
+	for _, k := range []string{"records_total", "dropped_total"} {
+		if _, ok := o.get(k); !ok {
+			return fmt.Errorf("dump_stats line has no %q", k)
+		}
 	}
-	s.TimeUnixNs, _ = o.int("time_unix_ns")
-	for _, f := range []struct {
-		key string
-		dst *uint64
-	}{
-		{"matched_total", &s.Matched},
-		{"records_total", &s.Records},
-		{"dropped_total", &s.Dropped},
-		{"dropped_since_last_dump", &s.DroppedSinceLast},
-		{"dropped_buffer_full_total", &s.DroppedBufferFull},
-		{"dropped_overwritten_total", &s.DroppedOverwritten},
-		{"dropped_torn_total", &s.DroppedTorn},
-		{"dropped_ring_full_total", &s.DroppedRingFull},
-	} {
-		*f.dst, _ = o.uint(f.key)
+	var l schema.DumpStats
+	if err := json.Unmarshal(line, &l); err != nil {
+		return fmt.Errorf("dump_stats line: %v", err)
 	}
-	if _, ok := o.get("records_total"); !ok {
-		return errors.New(`dump_stats line has no "records_total"`)
-	}
-	if _, ok := o.get("dropped_total"); !ok {
-		return errors.New(`dump_stats line has no "dropped_total"`)
-	}
+	s := DumpStats{File: index, DumpStats: l}
 	r.run.Hooks[s.Hook] = r.run.hook(s.Hook)
 	r.run.Stats = append(r.run.Stats, s)
 	return nil

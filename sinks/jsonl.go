@@ -314,6 +314,7 @@ func appendStats(b []byte, s *Stats) []byte {
 		{"dropped_overwritten_total", s.DroppedOverwritten},
 		{"dropped_torn_total", s.DroppedTorn},
 		{"dropped_ring_full_total", s.DroppedRingFull},
+		{"pending", s.Pending},
 	} {
 		b = appendKey(b, kv.k)
 		b = strconv.AppendUint(b, kv.v, 10)

@@ -112,6 +112,29 @@ type Options struct {
 	Extra []string // more NVRTC options (NCCL_HOOKS_NVRTC_OPTIONS), after HookOptions
 }
 
+// Open compiles m as Compile does, with the CUDA libraries of this machine
+// (nvrtc.Open) and the compile cache in cacheDir ("off": none; "": the
+// default, nvrtc.DefaultCacheDir), which replaces opt.Cache. A cache that
+// cannot be opened is not an error: the module is compiled without it, and
+// the returned cacheErr says why (the caller logs it).
+func Open(m *hookgen.Module, cacheDir string, opt Options) (c *Compiled, cacheErr, err error) {
+	lib, err := nvrtc.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	opt.Cache = nil
+	if cacheDir != "off" {
+		if cacheDir == "" {
+			cacheDir = nvrtc.DefaultCacheDir()
+		}
+		if opt.Cache, cacheErr = nvrtc.OpenCache(cacheDir); cacheErr != nil {
+			opt.Cache = nil
+		}
+	}
+	c, err = Compile(m, lib, opt)
+	return c, cacheErr, err
+}
+
 // Compile compiles and links m for the architecture of device 0, without
 // creating a context on it (a context costs every rank memory on a device it
 // may not use); devices of other architectures are compiled for at Load.

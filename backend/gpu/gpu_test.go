@@ -86,13 +86,8 @@ func narrowestHookSpan(t *testing.T, m *hookgen.Module) hookgen.LineSpan {
 // openLib returns the CUDA libraries or skips the test where no GPU is.
 func openLib(t *testing.T) *nvrtc.Lib {
 	t.Helper()
-	lib, err := nvrtc.Open()
-	if err != nil {
-		gputest.Skip(t, "no GPU: %v", err)
-	}
-	if n, err := lib.DeviceCount(); err != nil || n == 0 {
-		gputest.Skip(t, "no GPU: %d CUDA devices (%v)", n, err)
-	}
+	lib, err := nvrtc.OpenGPU()
+	gputest.Open(t, err)
 	return lib
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // latencyHook pairs START and STOP on the device and keeps a histogram: it
-// needs about 38 registers to avoid a stack frame (DESIGN.md, measured).
+// needs about 38 registers to avoid a stack frame (measured with NVRTC 13 on the H200).
 func latencyHook(t *testing.T) *config.Hook {
 	h := hooktest.Hook("lat")
 	h.When = hooktest.MustExpr(t, "phase == STOP && paired")

@@ -20,6 +20,7 @@ import (
 	"github.com/ncclhooks/ncclhooks/harness"
 	"github.com/ncclhooks/ncclhooks/harness/gpu"
 	"github.com/ncclhooks/ncclhooks/hookgen"
+	"github.com/ncclhooks/ncclhooks/lifecycle"
 	"github.com/ncclhooks/ncclhooks/nvrtc"
 	"github.com/ncclhooks/ncclhooks/rings"
 	"github.com/ncclhooks/ncclhooks/sinks"
@@ -250,7 +251,7 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 		return nil, nil, err
 	}
 	var rows [][]string
-	var dev backend.Device
+	var compiled backend.Compiled
 	for _, label := range []string{"cold", "warm"} {
 		t0 := time.Now()
 		c, err := gpubackend.Compile(m, b.lib, gpubackend.Options{Cache: cache})
@@ -266,27 +267,12 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 		t2 := time.Now()
 		rows = append(rows, []string{p.Name, label, ms(t1.Sub(t0)), ms(t2.Sub(t1)), ms(t2.Sub(t0))})
 		fmt.Fprintf(b.out, "  %s (%s): %s\n", p.Name, label, c.Info())
-		if dev != nil {
-			dev.Close()
-		}
-		dev = d
+		d.Close()
+		compiled = c
 	}
-	// Name predicates see the harness's NCCL-style function names, as the
-	// plugin fills them from ncclProfilerDevFuncName.
-	sets := make([][]uint32, len(m.FuncSets))
-	for i, fs := range m.FuncSets {
-		sets[i] = make([]uint32, hookgen.FuncSetWords)
-		for id := 0; id < harness.FuncCount(); id++ {
-			if fs.Pred.Match(harness.FuncName(uint32(id))) {
-				sets[i][id/32] |= 1 << (id % 32)
-			}
-		}
-	}
-	if err := dev.WriteFuncSets(sets); err != nil {
-		dev.Close()
-		return nil, nil, err
-	}
-	// The resolver runs for every record: a table, as the plugin keeps one.
+	// The loaded device and its drain, as the plugin has them, with the
+	// harness's NCCL-style function names (the plugin's come from
+	// ncclProfilerDevFuncName); the resolver is a table, as the plugin's is.
 	table := make([]string, harness.FuncCount())
 	for id := range table {
 		table[id] = harness.FuncName(uint32(id))
@@ -300,8 +286,9 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 	sink := &lastDump{}
 	dr := rings.NewDrainer(rings.Options{Sink: sink, DumpInterval: time.Hour, RingCapacity: p.Output.RingCapacity,
 		FuncName: names})
-	if err := dr.Add(dev, m); err != nil {
-		dev.Close()
+	dev, err := lifecycle.LoadDevice(compiled, m, b.ordinal, table, dr, nil)
+	if err != nil {
+		dr.Close()
 		return nil, nil, err
 	}
 	return &loadedProfile{name: p.Name, dev: dev, drainer: dr, sink: sink}, rows, nil

@@ -49,9 +49,9 @@
 #endif
 
 // ---------------------------------------------------------------------------
-// The NCCL side of the ABI (DESIGN.md section 3): the event, the hook type,
-// ncclProfiler_v7_t and the log levels, from abi/ncclhooks_abi.h (build.sh
-// passes -I).
+// The NCCL side of the ABI (docs/ARCHITECTURE.md, "The event"): the event,
+// the hook type, ncclProfiler_v7_t and the log levels, from
+// abi/ncclhooks_abi.h (build.sh passes -I).
 #include "ncclhooks_abi.h"
 
 // NCCL exports this from libnccl; here the executable plays libnccl, so the

@@ -45,13 +45,8 @@ var runArgs = []string{"--channels", "8", "--items", "32", "--batch", "4", "--la
 // NCCLHOOKS_REQUIRE_GPU=1): a GPU, nvcc, the plugin.
 func setup(t *testing.T) (plugin, bin string) {
 	t.Helper()
-	lib, err := nvrtc.Open()
-	if err != nil {
-		gputest.Skip(t, "no GPU: %v", err)
-	}
-	if n, err := lib.DeviceCount(); err != nil || n == 0 {
-		gputest.Skip(t, "no GPU: %d CUDA devices (%v)", n, err)
-	}
+	_, err := nvrtc.OpenGPU()
+	gputest.Open(t, err)
 	plugin = os.Getenv("NCCLHOOKS_PLUGIN")
 	if plugin == "" {
 		gputest.Skip(t, "NCCLHOOKS_PLUGIN is not set (make test sets it)")

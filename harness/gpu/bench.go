@@ -11,7 +11,7 @@ import (
 )
 
 // CostOptions shapes the per-call cost benchmark. Zero fields take the
-// defaults of DESIGN.md section 4: 32 blocks x 4000 calls, 5 rounds.
+// defaults: 32 blocks x 4000 calls, 5 rounds.
 type CostOptions struct {
 	Blocks  int      // blocks whose thread 0 calls the hook concurrently
 	Calls   int      // back-to-back calls per block (START/STOP alternating)

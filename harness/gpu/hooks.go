@@ -86,13 +86,9 @@ func (h *CountingHook) Close() error {
 	return errors.Join(h.stream.Destroy(), h.dev.Free(h.Ctx), h.ModuleHook.Close())
 }
 
-// LoadHookSource compiles src, which must define ncclhooks_entry and
+// loadHook compiles src, which must define ncclhooks_entry and
 // ncclhooks_entry_ptr (or the resolver kernel ncclhooks_resolve) like a
-// generated module, loads it and resolves the entry. ctx is left 0; the caller sets it when the hook needs one.
-func LoadHookSource(dev *nvrtc.Device, cache *nvrtc.Cache, name, src string) (*ModuleHook, error) {
-	return loadHook(dev, cache, name, src)
-}
-
+// generated module, loads it and resolves the entry; ctx is left 0.
 func loadHook(dev *nvrtc.Device, cache *nvrtc.Cache, name, src string) (*ModuleHook, error) {
 	img, err := dev.Compile(src, nvrtc.CompileOptions{Name: name + "_hook.cu", Cache: cache})
 	if err != nil {
@@ -107,7 +103,7 @@ func loadHook(dev *nvrtc.Device, cache *nvrtc.Cache, name, src string) (*ModuleH
 		return nil, errors.Join(fmt.Errorf("resolving %s hook: %w", name, err), mod.Unload())
 	}
 	// A module-relative address (whole-program or LTO code) faults when
-	// called from the harness module (DESIGN.md section 4).
+	// called from the harness module (docs/ARCHITECTURE.md, "Safe for every caller").
 	if entry < 1<<32 {
 		return nil, errors.Join(fmt.Errorf("%s hook resolved to %#x, a module-relative address: it was not compiled with -rdc=true", name, entry), mod.Unload())
 	}

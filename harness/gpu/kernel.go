@@ -4,9 +4,9 @@ import "github.com/ncclhooks/ncclhooks/abi"
 
 // CUDA sources compiled at run time by NVRTC (always with -rdc=true, so that
 // calls through a function pointer into a separately loaded hook module
-// resolve to absolute addresses: DESIGN.md section 4). They include no
-// headers: NVRTC needs no CUDA toolkit headers for them, and the NCCL ABI
-// comes as the text of abi's header.
+// resolve to absolute addresses: docs/ARCHITECTURE.md, "Safe for every
+// caller"). They include no headers: NVRTC needs no CUDA toolkit headers for
+// them, and the NCCL ABI comes as the text of abi's header.
 
 // eventDecl is the NCCL ABI (the pull request 2285 event and hook type, from
 // abi/ncclhooks_abi.h) and the short integer names, shared by every source
@@ -183,7 +183,7 @@ extern "C" __device__ void ncclhooks_entry(const ncclProfilerDevEvent_t* ev, voi
 // entryResolvers publish a hook module's entry address two ways: the
 // ncclhooks_entry_ptr variable of the module contract (typed: NVRTC refuses
 // a (void*) cast of a function as dynamic initialisation) and a one-thread
-// resolver kernel (DESIGN.md section 4: both give the same address). The
+// resolver kernel (both give the same address). The
 // kernel is what resolveEntry relies on: on CUDA 13.0 / driver 580,
 // cuModuleGetGlobal did not find ncclhooks_entry_ptr in a directly loaded
 // -rdc cubin although the cubin's symbol table has it (TestEntryPointerForms).

@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"fmt"
@@ -7,44 +7,35 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ncclhooks/ncclhooks/abi"
 	"github.com/ncclhooks/ncclhooks/backend"
 	"github.com/ncclhooks/ncclhooks/backend/cpu"
 	"github.com/ncclhooks/ncclhooks/backend/gpu"
 	"github.com/ncclhooks/ncclhooks/config"
 	"github.com/ncclhooks/ncclhooks/hookgen"
-	"github.com/ncclhooks/ncclhooks/nvrtc"
 	"github.com/ncclhooks/ncclhooks/rings"
 	"github.com/ncclhooks/ncclhooks/sinks"
 )
 
-// The NCCL log levels the plugin logs at.
-const (
-	logWarn = abi.LogWarn
-	logInfo = abi.LogInfo
-)
-
-// plugin is the process-wide state. NCCL may init and finalize
-// communicators, and dlclose and reload the library, any number of times in
-// one process; the Go image stays resident (-z nodelete), so this state
-// outlives every cycle and is reused by the next.
-var plugin = &state{devices: map[int]backend.Device{}, comms: map[uint64]*comm{}, commsOnDevice: map[int]int{}}
-
-type state struct {
-	mu sync.Mutex
+// Session is the process-wide state of the plugin. NCCL may init and
+// finalize communicators, and dlclose and reload the library, any number of
+// times in one process; the Go image stays resident (-z nodelete), so a
+// Session outlives every cycle and is reused by the next.
+type Session struct {
+	mu  sync.Mutex
+	env Env
 
 	setupDone bool
 	inactive  string // non-empty: why the plugin does nothing
-	knobs     knobs
+	knobs     Knobs
 
 	profile  *config.Profile
 	module   *hookgen.Module
 	compiled backend.Compiled
 	devices  map[int]backend.Device
-	// names are the function names by id, from ncclProfilerDevFuncName.
+	// funcNames are the function names by id, from ncclProfilerDevFuncName.
 	// Written once, before the first device is added to the drainer, whose
 	// goroutines read them (Drainer.Add orders the two).
-	names []string
+	funcNames []string
 
 	drainer *rings.Drainer
 	sinks   []sinks.Sink
@@ -72,9 +63,10 @@ func (c *comm) String() string {
 	return fmt.Sprintf("comm %#x %q rank %d/%d", c.commID, c.name, c.rank, c.nRanks)
 }
 
-// init registers a communicator. The first one of the process reads the knobs
+// Init registers a communicator and returns its handle for DeviceHook and
+// Finalize. The first one of the process reads the knobs
 // and the profile and opens the outputs.
-func (s *state) init(commID uint64, name string, nNodes, nRanks, rank int) uint64 {
+func (s *Session) Init(commID uint64, name string, nNodes, nRanks, rank int) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.setupDone {
@@ -91,42 +83,42 @@ func (s *state) init(commID uint64, name string, nNodes, nRanks, rank int) uint6
 	c := &comm{id: id, commID: commID, name: name, nNodes: nNodes, nRanks: nRanks, rank: rank}
 	s.comms[id] = c
 	if s.inactive == "" {
-		ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: profile %q (%d hooks), backend %s, output %s",
-			c, s.profile.Name, len(s.module.Hooks), s.knobs.backend, s.jsonl.Path()))
+		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: profile %q (%d hooks), backend %s, output %s",
+			c, s.profile.Name, len(s.module.Hooks), s.knobs.Backend, s.jsonl.Path()))
 	}
 	return id
 }
 
 // setup reads the knobs and the profile and generates its source. Compiling
 // waits for the first getDeviceHook: NCCL without the device hook never asks.
-func (s *state) setup() {
-	k, err := readKnobs()
+func (s *Session) setup() {
+	k, err := s.env.Knobs()
 	s.knobs = k
 	if err != nil {
 		s.disableLocked(err.Error())
 		return
 	}
-	if k.profile == "" {
+	if k.Profile == "" {
 		// Loaded as NCCL's profiler but given nothing to do: say so once.
 		s.disableLocked("NCCL_HOOKS_PROFILE is not set: the plugin is loaded but records nothing; set it to a hook profile (YAML)")
 		return
 	}
-	p, err := config.Load(k.profile)
+	p, err := config.Load(k.Profile)
 	if err != nil {
 		s.disableLocked(fmt.Sprintf("profile not loaded (fix it, or unset NCCL_HOOKS_PROFILE):\n%v", err))
 		return
 	}
 	m, err := hookgen.Generate(p)
 	if err != nil {
-		s.disableLocked(fmt.Sprintf("profile %s: %v", k.profile, err))
+		s.disableLocked(fmt.Sprintf("profile %s: %v", k.Profile, err))
 		return
 	}
 	s.profile, s.module = p, m
 }
 
-func (s *state) outputDir() string {
-	if s.knobs.dumpDir != "" {
-		return s.knobs.dumpDir
+func (s *Session) outputDir() string {
+	if s.knobs.DumpDir != "" {
+		return s.knobs.DumpDir
 	}
 	return s.profile.Output.DumpDir
 }
@@ -134,14 +126,14 @@ func (s *state) outputDir() string {
 // openOutputs starts the sinks and the drainer. They live as long as the
 // process: totals stay cumulative over every init/finalize cycle, and the
 // last finalize of a cycle settles them (a final dump, files flushed).
-func (s *state) openOutputs() error {
+func (s *Session) openOutputs() error {
 	host, _ := os.Hostname()
 	j, err := sinks.NewJSONL(s.outputDir(), sinks.Header{
 		Profile:     s.profile.Name,
 		ProfileFile: s.profile.File,
 		Host:        host,
 		PID:         os.Getpid(),
-		Backend:     s.knobs.backend,
+		Backend:     s.knobs.Backend,
 		Fields:      sinks.HeaderFields(s.module),
 	})
 	if err != nil {
@@ -149,10 +141,10 @@ func (s *state) openOutputs() error {
 	}
 	s.jsonl = j
 	s.sinks = []sinks.Sink{j}
-	if s.knobs.promDir != "" || s.knobs.promAddr != "" {
-		p, err := sinks.NewProm(s.knobs.promDir, sinks.PromOptions{
-			Addr:      s.knobs.promAddr,
-			DumpStats: s.knobs.promDumpStats,
+	if s.knobs.PromDir != "" || s.knobs.PromAddr != "" {
+		p, err := sinks.NewProm(s.knobs.PromDir, sinks.PromOptions{
+			Addr:      s.knobs.PromAddr,
+			DumpStats: s.knobs.PromDumpStats,
 			Host:      host,
 		})
 		if err != nil {
@@ -166,27 +158,18 @@ func (s *state) openOutputs() error {
 		RingCapacity: s.profile.Output.RingCapacity,
 		Sink:         sinks.Multi(s.sinks...),
 		FuncName:     s.funcName,
-		Log:          ncclLog,
+		Log:          s.env.Log,
 	})
 	return nil
 }
 
-// addDevice starts draining a loaded device. It must happen before its
-// hook reaches NCCL: the drain starts at the device's current head.
-func (s *state) addDevice(d backend.Device) error {
-	if host, dev, err := d.Clock(); err == nil {
-		s.jsonl.Clock(d.Ordinal(), host, dev)
-	}
-	return s.drainer.Add(d, s.module)
-}
-
-// deviceHook returns the hook and a context of its own for the communicator
+// DeviceHook returns the hook and a context of its own for the communicator
 // whose getDeviceHook this is, compiling the profile on first use and loading
 // it once per device. commID is the communicator whose init ran last on the
 // calling thread (0: none; then the oldest communicator still waiting for a
 // hook is taken, so that a caller that asks from another thread still gets
 // a distinct context per communicator).
-func (s *state) deviceHook(ord int, commID uint64) (hook, ctx uintptr) {
+func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inactive != "" || s.module == nil {
@@ -204,13 +187,13 @@ func (s *state) deviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 	}
 	index := s.commsOnDevice[ord]
 	ctxIndex := index
-	if s.knobs.sharedCtx {
+	if s.knobs.SharedCtx {
 		ctxIndex = 0
 	}
 	cctx, err := d.CommCtx(ctxIndex)
 	if err != nil {
 		// Only this communicator goes without a hook.
-		ncclLog(logWarn, fmt.Sprintf("ncclhooks: device %d: no hook for communicator %d: %v", ord, index, err))
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: device %d: no hook for communicator %d: %v", ord, index, err))
 		return 0, 0
 	}
 	s.commsOnDevice[ord] = index + 1
@@ -222,14 +205,14 @@ func (s *state) deviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 		desc = c.String()
 	}
 	if err := s.jsonl.Comm(info); err != nil {
-		ncclLog(logWarn, fmt.Sprintf("ncclhooks: writing the comm line: %v", err))
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: writing the comm line: %v", err))
 	}
-	ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: device %d, comm index %d, hook %#x ctx %#x", desc, ord, index, d.Entry(), cctx))
+	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: device %d, comm index %d, hook %#x ctx %#x", desc, ord, index, d.Entry(), cctx))
 	return d.Entry(), cctx
 }
 
 // waitingComm is the oldest communicator that has not asked for a hook.
-func (s *state) waitingComm() *comm {
+func (s *Session) waitingComm() *comm {
 	var best *comm
 	for _, c := range s.comms {
 		if !c.hookAsked && (best == nil || c.id < best.id) {
@@ -241,7 +224,7 @@ func (s *state) waitingComm() *comm {
 
 // loadDevice compiles the profile on first use and loads it on device ord;
 // nil after one WARN if that fails (the plugin goes inactive).
-func (s *state) loadDevice(ord int) backend.Device {
+func (s *Session) loadDevice(ord int) backend.Device {
 	if s.compiled == nil {
 		start := time.Now()
 		c, err := s.compile()
@@ -250,23 +233,13 @@ func (s *state) loadDevice(ord int) backend.Device {
 			return nil
 		}
 		s.compiled = c
-		ncclLog(logInfo, fmt.Sprintf("ncclhooks: compiled profile %q in %v: %s", s.profile.Name,
+		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: compiled profile %q in %v: %s", s.profile.Name,
 			time.Since(start).Round(time.Microsecond), c.Info()))
 	}
 	start := time.Now()
-	d, err := s.compiled.Load(ord)
+	d, err := LoadDevice(s.compiled, s.module, ord, s.names(), s.drainer, s.jsonl.Clock)
 	if err != nil {
-		s.disableLocked(fmt.Sprintf("device %d: %v", ord, err))
-		return nil
-	}
-	if err := d.WriteFuncSets(s.funcSets()); err != nil {
-		d.Close()
-		s.disableLocked(fmt.Sprintf("device %d: function-name sets: %v", ord, err))
-		return nil
-	}
-	if err := s.addDevice(d); err != nil {
-		d.Close()
-		s.disableLocked(fmt.Sprintf("device %d: %v", ord, err))
+		s.disableLocked(err.Error()) // the backend names the device
 		return nil
 	}
 	s.devices[ord] = d
@@ -274,114 +247,92 @@ func (s *state) loadDevice(ord int) backend.Device {
 	for _, h := range s.module.Hooks {
 		bufs = append(bufs, fmt.Sprintf("%s: %d slots x %d B, %s", h.Name, h.Slots, 8*h.Layout.SlotWords(), h.Overflow))
 	}
-	ncclLog(logInfo, fmt.Sprintf("ncclhooks: device %d loaded in %v, hook %#x; buffers: %s", ord,
+	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: device %d loaded in %v, hook %#x; buffers: %s", ord,
 		time.Since(start).Round(time.Microsecond), d.Entry(), strings.Join(bufs, "; ")))
 	return d
 }
 
-func (s *state) compile() (backend.Compiled, error) {
-	switch s.knobs.backend {
+func (s *Session) compile() (backend.Compiled, error) {
+	switch s.knobs.Backend {
 	case "cpu":
 		// A cpu hook is a host function: only the ncclhooks harness can call
 		// it. Handing it to real NCCL would crash its kernels.
-		if !harnessPresent() {
+		if !s.env.HarnessPresent() {
 			return nil, fmt.Errorf("NCCL_HOOKS_BACKEND=cpu: cpu hooks are host functions that only the ncclhooks harness can call; use gpu or auto")
 		}
-		return cpu.Compile(s.module, s.knobs.cc)
+		return cpu.Compile(s.module, s.knobs.CC)
 	case "gpu":
 		return s.compileGPU()
 	default: // auto
 		c, err := s.compileGPU()
-		if err != nil && harnessPresent() {
-			ncclLog(logInfo, fmt.Sprintf("ncclhooks: no GPU backend (%v): using the cpu backend", err))
-			s.knobs.backend = "cpu"
-			return cpu.Compile(s.module, s.knobs.cc)
+		if err != nil && s.env.HarnessPresent() {
+			s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: no GPU backend (%v): using the cpu backend", err))
+			s.knobs.Backend = "cpu"
+			return cpu.Compile(s.module, s.knobs.CC)
 		}
 		return c, err
 	}
 }
 
-func (s *state) compileGPU() (backend.Compiled, error) {
-	lib, err := nvrtc.Open()
+func (s *Session) compileGPU() (backend.Compiled, error) {
+	c, cacheErr, err := gpu.Open(s.module, s.knobs.CacheDir, gpu.Options{Budget: s.knobs.MaxRegisters,
+		Caps: s.knobs.RegisterCaps, Extra: strings.Fields(s.knobs.NVRTCOptions)})
+	if cacheErr != nil {
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: compile cache disabled (NCCL_HOOKS_CACHE_DIR): %v", cacheErr))
+	}
 	if err != nil {
 		return nil, err
 	}
-	var cache *nvrtc.Cache
-	if s.knobs.cacheDir != "off" {
-		dir := s.knobs.cacheDir
-		if dir == "" {
-			dir = nvrtc.DefaultCacheDir()
-		}
-		if cache, err = nvrtc.OpenCache(dir); err != nil {
-			ncclLog(logWarn, fmt.Sprintf("ncclhooks: compile cache disabled (NCCL_HOOKS_CACHE_DIR): %v", err))
-			cache = nil
-		}
-	}
-	s.knobs.backend = "gpu"
-	c, err := gpu.Compile(s.module, lib, gpu.Options{Cache: cache, Budget: s.knobs.maxRegisters,
-		Caps: s.knobs.registerCaps, Extra: strings.Fields(s.knobs.nvrtcOptions)})
-	if err != nil {
-		return nil, err
-	}
+	s.knobs.Backend = "gpu"
 	if refused := c.Refused(); len(refused) > 0 {
 		// Only the hooks that could fault NCCL's kernels go: the others run.
 		var lines []string
 		for _, r := range refused {
 			lines = append(lines, "  "+r.String())
 			if err := s.jsonl.Refused(r.Hook, r.Pos.String(), r.Why); err != nil {
-				ncclLog(logWarn, fmt.Sprintf("ncclhooks: writing the refused line: %v", err))
+				s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: writing the refused line: %v", err))
 			}
 		}
-		ncclLog(logWarn, fmt.Sprintf("ncclhooks: %d of the profile's hooks are left out, the others run (simplify them: fewer fields, lets or aggregates; or split them):\n%s",
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: %d of the profile's hooks are left out, the others run (simplify them: fewer fields, lets or aggregates; or split them):\n%s",
 			len(refused), strings.Join(lines, "\n")))
 		s.module = c.Module()
 	}
 	return c, nil
 }
 
-// funcSets resolves every name predicate of the profile into a set of
-// function ids, from NCCL's function-name table.
-func (s *state) funcSets() [][]uint32 {
-	if s.names == nil {
-		s.names = []string{}
-		for id := 0; id < hookgen.FuncSetWords*32; id++ {
-			n := funcName(uint32(id))
+// names are the function names by id, from NCCL's ncclProfilerDevFuncName
+// (read once: they are fixed for the process).
+func (s *Session) names() []string {
+	if s.funcNames == nil {
+		s.funcNames = []string{}
+		for id := 0; id < hookgen.MaxFuncIDs; id++ {
+			n := s.env.FuncName(uint32(id))
 			if n == "" {
 				break
 			}
-			s.names = append(s.names, n)
+			s.funcNames = append(s.funcNames, n)
 		}
-		if len(s.module.FuncSets) > 0 && len(s.names) == 0 {
-			ncclLog(logWarn, "ncclhooks: NCCL does not export ncclProfilerDevFuncName: name predicates (func matches ...) match nothing")
+		if len(s.module.FuncSets) > 0 && len(s.funcNames) == 0 {
+			s.env.Log(LogWarn, "ncclhooks: NCCL does not export ncclProfilerDevFuncName: name predicates (func matches ...) match nothing")
 		}
 	}
-	sets := make([][]uint32, len(s.module.FuncSets))
-	for i, fs := range s.module.FuncSets {
-		bits := make([]uint32, hookgen.FuncSetWords)
-		for id, n := range s.names {
-			if fs.Pred.Match(n) {
-				bits[id/32] |= 1 << (id % 32)
-			}
-		}
-		sets[i] = bits
-	}
-	return sets
+	return s.funcNames
 }
 
 // funcName is the drainer's resolver: NCCL's name, or a numeric fallback.
-func (s *state) funcName(id uint32) string {
-	if int(id) < len(s.names) {
-		return s.names[id]
+func (s *Session) funcName(id uint32) string {
+	if int(id) < len(s.funcNames) {
+		return s.funcNames[id]
 	}
-	if n := funcName(id); n != "" {
+	if n := s.env.FuncName(id); n != "" {
 		return n
 	}
 	return fmt.Sprintf("func#%d", id)
 }
 
-// finalize unregisters a communicator; the last one settles the drain:
+// Finalize unregisters a communicator; the last one settles the drain:
 // everything that reached a buffer is in the outputs when it returns.
-func (s *state) finalize(id uint64) {
+func (s *Session) Finalize(id uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.comms[id]
@@ -394,20 +345,21 @@ func (s *state) finalize(id uint64) {
 		return
 	}
 	sum := s.drainer.Settle()
-	ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s; output %s", desc, sum, s.jsonl.Path()))
+	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s; output %s", desc, sum, s.jsonl.Path()))
 }
 
-// disable makes the plugin inactive with one WARN.
-func (s *state) disable(why string) {
+// Disable makes the plugin inactive with one WARN (a panic in an entry
+// point, for one).
+func (s *Session) Disable(why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.disableLocked(why)
 }
 
-func (s *state) disableLocked(why string) {
+func (s *Session) disableLocked(why string) {
 	if s.inactive != "" {
 		return
 	}
 	s.inactive = why
-	ncclLog(logWarn, "ncclhooks: inactive: "+why)
+	s.env.Log(LogWarn, "ncclhooks: inactive: "+why)
 }

@@ -1,0 +1,131 @@
+// Package schema is the one definition of the plugin's JSON lines output
+// (docs/ARCHITECTURE.md, "JSON lines"): the line types, and each line's keys
+// as the Go structs that readers decode into. The writer (package sinks)
+// spells the same keys by hand for speed; a test in sinks checks that every
+// key these structs name is written and nothing else is.
+package schema
+
+import "encoding/json"
+
+// Format is the version the header line carries.
+const Format = 1
+
+// Line types, the "type" key of every line.
+const (
+	TypeHeader    = "header"
+	TypeClock     = "clock"
+	TypeComm      = "comm"
+	TypeRefused   = "refused"
+	TypeRecord    = "record"
+	TypeDumpStats = "dump_stats"
+	TypeAggregate = "aggregate"
+)
+
+// Header is the first line of a file.
+type Header struct {
+	Type        string `json:"type"`
+	Format      int    `json:"format"`
+	Profile     string `json:"profile"`
+	ProfileFile string `json:"profile_file"`
+	Host        string `json:"host"`
+	PID         int    `json:"pid"`
+	Backend     string `json:"backend"`
+	StartUnixNs int64  `json:"start_unix_ns"`
+	// Fields maps, per hook, each output field name to its catalogue source
+	// ("ts" -> "timestamp"), for profiles that rename fields.
+	Fields map[string]map[string]string `json:"fields,omitempty"`
+}
+
+// Clock is a host/device timestamp pair taken together on one device.
+type Clock struct {
+	Type       string `json:"type"`
+	Device     int    `json:"device"`
+	HostUnixNs uint64 `json:"host_unix_ns"`
+	DeviceNs   uint64 `json:"device_ns"`
+}
+
+// Comm is a communicator handed a hook: its index on the device (what a
+// record's comm field holds) and its identity from NCCL's init.
+type Comm struct {
+	Type   string `json:"type"`
+	Device int    `json:"device"`
+	Comm   int    `json:"comm"`
+	CommID string `json:"comm_id"` // "0x..."
+	Name   string `json:"name"`
+	Rank   int    `json:"rank"`
+	NRanks int    `json:"nranks"`
+	NNodes int    `json:"nnodes"`
+}
+
+// Refused is a hook left out because it could fault NCCL's kernels.
+type Refused struct {
+	Type     string `json:"type"`
+	Hook     string `json:"hook"`
+	Position string `json:"position"` // file:line:col in the profile
+	Reason   string `json:"reason"`
+}
+
+// Record is the fixed part of a record line. The hook's fields follow under
+// their profile names, then func (the function's name) when the hook
+// records funcId.
+type Record struct {
+	Type   string `json:"type"`
+	Hook   string `json:"hook"`
+	Device int    `json:"device"`
+	Seq    uint64 `json:"seq"`
+	Func   string `json:"func,omitempty"`
+}
+
+// DumpStats is one hook's capture accounting on one device at one dump;
+// totals are cumulative over the process.
+type DumpStats struct {
+	Type                 string `json:"type"`
+	Hook                 string `json:"hook"`
+	Device               int    `json:"device"`
+	Dump                 int    `json:"dump"` // from 1
+	Final                bool   `json:"final"`
+	TimeUnixNs           int64  `json:"time_unix_ns"`
+	Matched              uint64 `json:"matched_total"`
+	Records              uint64 `json:"records_total"`
+	Dropped              uint64 `json:"dropped_total"`
+	RecordsSinceLastDump uint64 `json:"records_since_last_dump"`
+	DroppedSinceLastDump uint64 `json:"dropped_since_last_dump"`
+	DroppedBufferFull    uint64 `json:"dropped_buffer_full_total"`
+	DroppedOverwritten   uint64 `json:"dropped_overwritten_total"`
+	DroppedTorn          uint64 `json:"dropped_torn_total"`
+	DroppedRingFull      uint64 `json:"dropped_ring_full_total"`
+	Pending              uint64 `json:"pending"` // reserved, not yet decided; 0 in a final dump
+}
+
+// Aggregate is a cumulative snapshot of one on-device aggregate.
+type Aggregate struct {
+	Type       string   `json:"type"`
+	Hook       string   `json:"hook"`
+	Device     int      `json:"device"`
+	Name       string   `json:"name"`
+	Kind       string   `json:"kind"`
+	By         []string `json:"by"`
+	TimeUnixNs int64    `json:"time_unix_ns"`
+	Final      bool     `json:"final"`
+	Rows       []AggRow `json:"rows"`
+}
+
+// AggRow is one key combination of an aggregate. A key is an id, or
+// "overflow" for the row that collects out-of-range ids.
+type AggRow struct {
+	FuncID    json.RawMessage `json:"funcId,omitempty"`
+	Func      string          `json:"func,omitempty"`
+	ChannelID json.RawMessage `json:"channelId,omitempty"`
+	Count     uint64          `json:"count"`
+	Sum       json.Number     `json:"sum,omitempty"`     // sum and histogram
+	Min       int64           `json:"min,omitempty"`     // min
+	Max       int64           `json:"max,omitempty"`     // max
+	Buckets   []Bucket        `json:"buckets,omitempty"` // histogram, cumulative
+}
+
+// Bucket is a histogram bucket: the count of values <= LE (a number, or
+// "+Inf" for the last).
+type Bucket struct {
+	LE    json.RawMessage `json:"le"`
+	Count uint64          `json:"count"`
+}
