@@ -206,10 +206,13 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 			r.Matched, r.Records, r.Dropped = st.Matched, st.Records, st.Dropped
 			r.Stages = fmt.Sprintf("full %d, overwritten %d, torn %d, ring %d",
 				st.BufferFull, st.Overwritten, st.Torn, st.RingFull)
+			if st.WriteFailed > 0 {
+				r.Stages += fmt.Sprintf(", write failed %d", st.WriteFailed)
+			}
 			if r.Records+r.Dropped != r.Matched {
 				r.Problems = append(r.Problems, fmt.Sprintf("records %d + dropped %d != matched %d", r.Records, r.Dropped, r.Matched))
 			}
-			if st.BufferFull+st.Overwritten+st.Torn+st.RingFull != st.Dropped {
+			if st.BufferFull+st.Overwritten+st.Torn+st.RingFull+st.WriteFailed != st.Dropped {
 				r.Problems = append(r.Problems, "drops by stage do not add up to dropped_total")
 			}
 			if st.Pending != 0 {
@@ -390,6 +393,7 @@ type finalStats struct {
 	Overwritten uint64 `json:"dropped_overwritten_total"`
 	Torn        uint64 `json:"dropped_torn_total"`
 	RingFull    uint64 `json:"dropped_ring_full_total"`
+	WriteFailed uint64 `json:"dropped_write_failed_total"`
 	Pending     uint64 `json:"pending"`
 	Final       bool   `json:"final"`
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -146,6 +147,9 @@ func (s *state) openOutputs() error {
 		return fmt.Errorf("NCCL_HOOKS_DUMP_DIR / output.dump_dir: %v", err)
 	}
 	s.jsonl = j
+	if name := sinks.FileName(host, os.Getpid()); filepath.Base(j.Path()) != name {
+		ncclLog(logInfo, fmt.Sprintf("ncclhooks: %s already exists in the dump directory (an earlier run with this host and pid, or a link): writing %s instead", name, j.Path()))
+	}
 	s.sinks = []sinks.Sink{j}
 	if s.knobs.promDir != "" || s.knobs.promAddr != "" {
 		p, err := sinks.NewProm(s.knobs.promDir, sinks.PromOptions{

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/testbuild"
 )
@@ -43,13 +45,32 @@ type driverRun struct {
 	emitted map[int]uint64  // device -> events over all cycles
 }
 
+// driverTimeout bounds every cdriver run: a plugin that blocks NCCL fails
+// the test instead of hanging it.
+const driverTimeout = 2 * time.Minute
+
 func runDriver(t *testing.T, env []string, devs, comms, chans, items, cycles int) *driverRun {
 	t.Helper()
-	cmd := exec.Command(buildDriver(t), pluginPath, fmt.Sprint(devs), fmt.Sprint(comms), fmt.Sprint(chans), fmt.Sprint(items), fmt.Sprint(cycles))
+	r, err := startDriver(t, env, devs, comms, chans, items, cycles)
+	if err != nil {
+		t.Fatalf("cdriver: %v\n%s", err, r.out)
+	}
+	if !strings.Contains(r.out, "DONE") {
+		t.Fatalf("cdriver did not finish:\n%s", r.out)
+	}
+	return r
+}
+
+// startDriver runs the cdriver and parses its output whatever its exit.
+func startDriver(t *testing.T, env []string, devs, comms, chans, items, cycles int) (*driverRun, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, buildDriver(t), pluginPath, fmt.Sprint(devs), fmt.Sprint(comms), fmt.Sprint(chans), fmt.Sprint(items), fmt.Sprint(cycles))
 	cmd.Env = append(filteredEnv(), env...)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("cdriver: %v\n%s", err, out)
+	if ctx.Err() != nil {
+		err = fmt.Errorf("still running after %v (blocked?): %w", driverTimeout, err)
 	}
 	r := &driverRun{out: string(out), hooks: map[string]bool{}, emitted: map[int]uint64{}}
 	for _, l := range strings.Split(r.out, "\n") {
@@ -67,10 +88,7 @@ func runDriver(t *testing.T, env []string, devs, comms, chans, items, cycles int
 			r.emitted[d] += n
 		}
 	}
-	if !strings.Contains(r.out, "DONE") {
-		t.Fatalf("cdriver did not finish:\n%s", out)
-	}
-	return r
+	return r, err
 }
 
 // filteredEnv is the test's environment without NCCL_HOOKS_* knobs.
@@ -104,11 +122,14 @@ type stats struct {
 	Overwritten uint64 `json:"dropped_overwritten_total"`
 	Torn        uint64 `json:"dropped_torn_total"`
 	RingFull    uint64 `json:"dropped_ring_full_total"`
+	WriteFailed uint64 `json:"dropped_write_failed_total"`
 	Pending     uint64 `json:"pending"`
 	SinceLast   uint64 `json:"dropped_since_last_dump"`
 }
 
 type output struct {
+	path     string
+	finals   map[string]int   // "hook dev" -> final dumps
 	final    map[string]stats // "hook dev" -> last final dump
 	sumDelta map[string]uint64
 	records  map[string]int
@@ -121,12 +142,20 @@ func readOutput(t *testing.T, dir string) *output {
 	if len(files) != 1 {
 		t.Fatalf("want one output file in %s, got %v", dir, files)
 	}
+	return readOutputFile(t, files[0])
+}
+
+// readOutputFile reads a JSON lines output; a line that is not JSON fails
+// the test.
+func readOutputFile(t *testing.T, path string) *output {
+	t.Helper()
+	files := []string{path}
 	f, err := os.Open(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	o := &output{final: map[string]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
+	o := &output{path: files[0], finals: map[string]int{}, final: map[string]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
@@ -145,6 +174,7 @@ func readOutput(t *testing.T, dir string) *output {
 		case "dump_stats":
 			o.sumDelta[k] += line.SinceLast
 			if line.Final {
+				o.finals[k]++
 				o.final[k] = line.stats
 			}
 		case "record":
@@ -209,7 +239,7 @@ hooks:
 					if st.Records+st.Dropped != st.Matched {
 						t.Errorf("%s: records %d + dropped %d != matched %d", k, st.Records, st.Dropped, st.Matched)
 					}
-					if st.BufferFull+st.Overwritten+st.Torn+st.RingFull != st.Dropped || st.Pending != 0 {
+					if st.BufferFull+st.Overwritten+st.Torn+st.RingFull+st.WriteFailed != st.Dropped || st.Pending != 0 {
 						t.Errorf("%s: stages do not add up: %+v", k, st)
 					}
 					if uint64(o.records[k]) != st.Records {

@@ -73,6 +73,7 @@ type DumpStats struct {
 	DroppedOverwritten uint64
 	DroppedTorn        uint64
 	DroppedRingFull    uint64
+	DroppedWriteFailed uint64 // records whose lines the plugin could not write (a full disk)
 }
 
 // File is one JSON lines file of a run.
@@ -535,6 +536,7 @@ func (r *reader) dumpStats(index int) error {
 		{"dropped_overwritten_total", &s.DroppedOverwritten},
 		{"dropped_torn_total", &s.DroppedTorn},
 		{"dropped_ring_full_total", &s.DroppedRingFull},
+		{"dropped_write_failed_total", &s.DroppedWriteFailed},
 	} {
 		*f.dst, _ = o.uint(f.key)
 	}

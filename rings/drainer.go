@@ -552,7 +552,7 @@ func (d *Drainer) log(level int, msg string) {
 func (d *Drainer) sinkDo(what string, err error) {
 	if err != nil && !d.sinkErr {
 		d.sinkErr = true
-		d.log(LogWarn, fmt.Sprintf("ncclhooks: output %s failed (records are still counted, later errors are not logged): %v", what, err))
+		d.log(LogWarn, fmt.Sprintf("ncclhooks: output %s failed (every record is still counted, later errors are not logged): %v", what, err))
 	}
 }
 
