@@ -119,3 +119,32 @@ func TestTransientFullDisk(t *testing.T) {
 		t.Errorf("the output did not resume after the disk had room: %d records of the second cycle's %d", st.Records, perCycle)
 	}
 }
+
+// Issue 13 item 7 through the real plugin on the cpu backend: hooks called
+// back to back by two threads overload a 1024-slot drop_newest buffer. The
+// plugin used to record exactly the first 1024 records and nothing in any
+// later dump (reproduced in 3 of 3 runs); it must keep capturing while the
+// overload lasts, with exact totals.
+func TestDropNewestOverloadKeepsRecording(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	prof := writeProfile(t, dir, "version: 1\nname: overload\noutput: {dump_interval: 50ms}\nhooks:\n  - name: all\n    fields: [timestamp, workCounter, funcId, channelId, phase]\n    buffer: {slots: 1024, overflow: drop_newest}\n")
+	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out, "CDRIVER_WORK=0"}, 1, 1, 2, 1_500_000, 1)
+	o := readOutput(t, out)
+	st := o.final["all 0"]
+	if st.Matched != r.emitted[0] || st.Records+st.Dropped != st.Matched || uint64(o.records["all 0"]) != st.Records {
+		t.Fatalf("accounting: %+v, %d record lines, emitted %d", st, o.records["all 0"], r.emitted[0])
+	}
+	busy, captured := 0, 0
+	for _, d := range o.dumps["all 0"] {
+		if d.matchedDelta > 1024 {
+			busy++
+			if d.records > 0 {
+				captured++
+			}
+		}
+	}
+	if st.Records <= 4*1024 || busy < 2 || 2*captured < busy {
+		t.Errorf("drop_newest stopped recording under overload: %d records of %d matched; %d of %d busy dumps captured records", st.Records, st.Matched, captured, busy)
+	}
+}

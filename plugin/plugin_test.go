@@ -112,24 +112,29 @@ func writeProfile(t *testing.T, dir, body string) string {
 }
 
 type stats struct {
-	Hook        string `json:"hook"`
-	Device      int    `json:"device"`
-	Final       bool   `json:"final"`
-	Matched     uint64 `json:"matched_total"`
-	Records     uint64 `json:"records_total"`
-	Dropped     uint64 `json:"dropped_total"`
-	BufferFull  uint64 `json:"dropped_buffer_full_total"`
-	Overwritten uint64 `json:"dropped_overwritten_total"`
-	Torn        uint64 `json:"dropped_torn_total"`
-	RingFull    uint64 `json:"dropped_ring_full_total"`
-	WriteFailed uint64 `json:"dropped_write_failed_total"`
-	Pending     uint64 `json:"pending"`
-	SinceLast   uint64 `json:"dropped_since_last_dump"`
+	Hook         string `json:"hook"`
+	Device       int    `json:"device"`
+	Final        bool   `json:"final"`
+	Matched      uint64 `json:"matched_total"`
+	Records      uint64 `json:"records_total"`
+	Dropped      uint64 `json:"dropped_total"`
+	BufferFull   uint64 `json:"dropped_buffer_full_total"`
+	Overwritten  uint64 `json:"dropped_overwritten_total"`
+	Torn         uint64 `json:"dropped_torn_total"`
+	RingFull     uint64 `json:"dropped_ring_full_total"`
+	WriteFailed  uint64 `json:"dropped_write_failed_total"`
+	Pending      uint64 `json:"pending"`
+	SinceLast    uint64 `json:"dropped_since_last_dump"`
+	RecordsSince uint64 `json:"records_since_last_dump"`
 }
+
+// dumpDelta is what one dump_stats line says happened since the previous one.
+type dumpDelta struct{ matchedDelta, records uint64 }
 
 type output struct {
 	path     string
-	finals   map[string]int   // "hook dev" -> final dumps
+	finals   map[string]int // "hook dev" -> final dumps
+	dumps    map[string][]dumpDelta
 	final    map[string]stats // "hook dev" -> last final dump
 	sumDelta map[string]uint64
 	records  map[string]int
@@ -155,7 +160,8 @@ func readOutputFile(t *testing.T, path string) *output {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	o := &output{path: files[0], finals: map[string]int{}, final: map[string]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
+	o := &output{path: files[0], finals: map[string]int{}, dumps: map[string][]dumpDelta{}, final: map[string]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
+	lastMatched := map[string]uint64{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
@@ -173,6 +179,12 @@ func readOutputFile(t *testing.T, path string) *output {
 		switch line.Type {
 		case "dump_stats":
 			o.sumDelta[k] += line.SinceLast
+			prev := uint64(0)
+			if ds := o.dumps[k]; len(ds) > 0 {
+				prev = lastMatched[k]
+			}
+			o.dumps[k] = append(o.dumps[k], dumpDelta{line.Matched - prev, line.RecordsSince})
+			lastMatched[k] = line.Matched
 			if line.Final {
 				o.finals[k]++
 				o.final[k] = line.stats

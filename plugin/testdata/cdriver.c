@@ -9,6 +9,8 @@
 // CDRIVER_FSIZE=N: a file-size limit of N bytes (RLIMIT_FSIZE, SIGXFSZ
 // ignored: writes fail with EFBIG as on a full disk) from after cycle 0's
 // getDeviceHook until cycle 1's init (a transient full disk).
+// CDRIVER_WORK=N: N multiply-adds between events instead of 64 (0: the
+// hooks are called back to back, an overload).
 // CDRIVER_SIGTERM=1: SIGTERM to itself after cycle 0's events, with no
 // finalize (a job killed by its launcher).
 // CDRIVER_PLANT_DIR=D, CDRIVER_PLANT_TARGET=T: before loading the plugin, a
@@ -67,6 +69,8 @@ static void logger(int level, unsigned long flags, const char* file, int line, c
 
 typedef struct { hook_t hook; void* ctx; int channel, items; uint64_t base; } chan_t;
 
+static int work = 64; // CDRIVER_WORK: multiply-adds between events (0: overload)
+
 static void* run(void* a) {
   chan_t* c = (chan_t*)a;
   volatile double sink = 0;
@@ -81,7 +85,7 @@ static void* run(void* a) {
       e.timestamp = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
       e.phase = (uint8_t)ph;
       if (c->hook) c->hook(&e, c->ctx);
-      for (int k = 0; k < 64; k++) sink += k * 0.5;
+      for (int k = 0; k < work; k++) sink += k * 0.5;
     }
   }
   return NULL;
@@ -92,6 +96,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: cdriver PLUGIN DEVICES COMMS CHANNELS ITEMS CYCLES\n");
     return 2;
   }
+  if (getenv("CDRIVER_WORK")) work = atoi(getenv("CDRIVER_WORK"));
   int devs = atoi(argv[2]), comms = atoi(argv[3]), chans = atoi(argv[4]), items = atoi(argv[5]), cycles = atoi(argv[6]);
   const char* plantDir = getenv("CDRIVER_PLANT_DIR");
   if (plantDir) {
