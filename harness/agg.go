@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/expr-lang/expr"
@@ -355,7 +356,7 @@ func parseAggLine(line []byte) (aggKey, map[rowKey]*aggRow, error) {
 			FuncID    json.RawMessage `json:"funcId"`
 			ChannelID json.RawMessage `json:"channelId"`
 			Count     uint64          `json:"count"`
-			Sum       json.Number     `json:"sum"`
+			Sum       flexNumber      `json:"sum"`
 			Min       int64           `json:"min"`
 			Max       int64           `json:"max"`
 			Buckets   []struct {
@@ -391,3 +392,34 @@ func parseAggLine(line []byte) (aggKey, map[rowKey]*aggRow, error) {
 	}
 	return aggKey{l.Hook, l.Device, l.Name}, rows, nil
 }
+
+// flexNumber is a JSON number, or one of the strings "NaN", "+Inf" and
+// "-Inf" that the plugin writes for a non-finite float (JSON has no
+// spelling for them; an overflowing float sum is +Inf).
+type flexNumber string
+
+func (n *flexNumber) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		switch s {
+		case "NaN", "+Inf", "-Inf":
+			*n = flexNumber(s)
+			return nil
+		}
+		return fmt.Errorf("%s is not a number (nor NaN, +Inf, -Inf)", b)
+	}
+	var num json.Number
+	if err := json.Unmarshal(b, &num); err != nil {
+		return err
+	}
+	*n = flexNumber(num)
+	return nil
+}
+
+// Float64 accepts NaN and the infinities.
+func (n flexNumber) Float64() (float64, error) { return strconv.ParseFloat(string(n), 64) }
+
+func (n flexNumber) Int64() (int64, error) { return strconv.ParseInt(string(n), 10, 64) }

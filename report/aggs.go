@@ -23,7 +23,7 @@ type AggSnapshot struct {
 		Func      string          `json:"func"`
 		ChannelID json.RawMessage `json:"channelId"`
 		Count     uint64          `json:"count"`
-		Sum       json.Number     `json:"sum"`
+		Sum       flexNumber      `json:"sum"`
 		Min       *float64        `json:"min"`
 		Max       *float64        `json:"max"`
 		Buckets   []struct {
@@ -195,3 +195,34 @@ func compareKeys(a, b string) int {
 	}
 	return 0
 }
+
+// flexNumber is a JSON number, or one of the strings "NaN", "+Inf" and
+// "-Inf" that the plugin writes for a non-finite float (JSON has no
+// spelling for them; an overflowing float sum is +Inf).
+type flexNumber string
+
+func (n *flexNumber) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		switch s {
+		case "NaN", "+Inf", "-Inf":
+			*n = flexNumber(s)
+			return nil
+		}
+		return fmt.Errorf("%s is not a number (nor NaN, +Inf, -Inf)", b)
+	}
+	var num json.Number
+	if err := json.Unmarshal(b, &num); err != nil {
+		return err
+	}
+	*n = flexNumber(num)
+	return nil
+}
+
+// Float64 accepts NaN and the infinities.
+func (n flexNumber) Float64() (float64, error) { return strconv.ParseFloat(string(n), 64) }
+
+func (n flexNumber) Int64() (int64, error) { return strconv.ParseInt(string(n), 10, 64) }
