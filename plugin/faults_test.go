@@ -92,10 +92,18 @@ func TestOutputNeverFollowsOrAppends(t *testing.T) {
 func TestTransientFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
-	prof := writeProfile(t, dir, "version: 1\nname: full-disk\noutput: {dump_interval: 20ms}\nhooks:\n  - name: all\n    fields: [workCounter, channelId, phase]\n    buffer: {slots: 65536}\n")
+	prof := writeProfile(t, dir, "version: 1\nname: full-disk\noutput: {dump_interval: 20ms, ring_capacity: 262144}\nhooks:\n  - name: all\n    fields: [workCounter, channelId, phase]\n    buffer: {slots: 65536}\n")
 	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out,
 		"CDRIVER_FSIZE=16384"}, 1, 1, 2, 20000, 2)
-	if len(r.warns) != 1 || !strings.Contains(r.warns[0], "dropped_write_failed") {
+	// One WARN about the failed write; a host under load may add the
+	// one-time drop WARN (ring_full, counted below).
+	failedWARNs := 0
+	for _, w := range r.warns {
+		if strings.Contains(w, "dropped_write_failed") {
+			failedWARNs++
+		}
+	}
+	if failedWARNs != 1 || len(r.warns) > 2 {
 		t.Errorf("want one WARN about the failed write, got %q", r.warns)
 	}
 	o := readOutput(t, out)
@@ -103,8 +111,8 @@ func TestTransientFullDisk(t *testing.T) {
 	if st.Matched != r.emitted[0] || st.Records+st.Dropped != st.Matched || st.Pending != 0 {
 		t.Errorf("final %+v, emitted %d", st, r.emitted[0])
 	}
-	if st.WriteFailed == 0 || st.WriteFailed != st.Dropped {
-		t.Errorf("want every drop to be a failed write, and some: %+v", st)
+	if st.WriteFailed == 0 || st.WriteFailed+st.RingFull != st.Dropped {
+		t.Errorf("want drops to be failed writes (and ring_full under load), and some: %+v", st)
 	}
 	if uint64(o.records["all 0"]) != st.Records {
 		t.Errorf("%d record lines in the file, records_total %d", o.records["all 0"], st.Records)
