@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -25,12 +26,16 @@ const (
 	MinRingCapacity     = 1 << 10
 	MaxRingCapacity     = 1 << 24
 	DefaultSlots        = 4096
+	// MaxProfileBytes is the largest profile file (the top-level profile and
+	// each include) the loader reads: profiles are a few KiB, and a bigger
+	// file is a mistake (a log, a device) that must not cost the job memory.
+	MaxProfileBytes = 1 << 20
 )
 
 // Load reads, parses and validates the profile at path and the profiles it
 // includes. Problems in the profile come back as an ErrorList.
 func Load(path string) (*Profile, error) {
-	data, err := os.ReadFile(path)
+	data, err := readProfile(path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read profile: %w", err)
 	}
@@ -44,17 +49,54 @@ func Parse(file string, data []byte) (*Profile, error) {
 	return (&loader{read: readProfile}).load(file, data)
 }
 
-// readProfile reads an included profile; it refuses what is not a regular
-// file, so that an include of a device or a FIFO cannot hang the reader.
+// readProfile reads a profile file (the top-level one or an include). It
+// refuses what is not a regular file and what is larger than
+// MaxProfileBytes without reading it: a FIFO, a device (/dev/zero) or a huge
+// file must neither hang nor exhaust the process that loads the plugin. The
+// file is opened non-blocking (opening a FIFO for reading would wait for a
+// writer) and checked on the open descriptor, so it cannot be swapped
+// between the check and the read.
 func readProfile(path string) ([]byte, error) {
-	st, err := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", path)
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fileKind(st.Mode()))
 	}
-	return os.ReadFile(path)
+	if st.Size() > MaxProfileBytes {
+		return nil, fmt.Errorf("%s is %d bytes: a profile may have at most %d (%d KiB)", path, st.Size(), MaxProfileBytes, MaxProfileBytes>>10)
+	}
+	// A file that grows after the check is still read only up to the limit.
+	data, err := io.ReadAll(io.LimitReader(f, MaxProfileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxProfileBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes, the limit of a profile", path, MaxProfileBytes)
+	}
+	return data, nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
 }
 
 // loader assembles a profile from a file and its includes.
@@ -74,6 +116,10 @@ func (l *loader) load(file string, data []byte) (*Profile, error) {
 		File:    file,
 		Version: 1,
 		Output:  Output{DumpDir: DefaultDumpDir, DumpInterval: DefaultDumpInterval, RingCapacity: DefaultRingCapacity},
+	}
+	if len(data) > MaxProfileBytes {
+		l.errs.add(Pos{File: file, Line: 1, Col: 1}, "the profile is %d bytes: a profile may have at most %d (%d KiB)", len(data), MaxProfileBytes, MaxProfileBytes>>10)
+		return nil, l.errs.Err()
 	}
 	f := l.parseFile(file, data, nil)
 	if f != nil {

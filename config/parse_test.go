@@ -284,7 +284,7 @@ func TestIncludeErrors(t *testing.T) {
 		}, []string{"a.yaml:4:5: include cycle: a.yaml -> a.yaml; remove one of these includes"}},
 		{"missing file", map[string]string{
 			"a.yaml": "version: 1\nname: a\ninclude: [nope.yaml]\nhooks:\n  - {name: a, fields: [phase]}\n",
-		}, []string{`a.yaml:3:11: cannot read include "nope.yaml": stat nope.yaml: no such file or directory`}},
+		}, []string{`a.yaml:3:11: cannot read include "nope.yaml": open nope.yaml: no such file or directory`}},
 		{"output in an include", map[string]string{
 			"a.yaml": "version: 1\nname: a\ninclude: [b.yaml]\n",
 			"b.yaml": "version: 1\nname: b\noutput: {dump_dir: x}\nhooks:\n  - {name: b, fields: [phase]}\n",

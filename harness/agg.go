@@ -368,7 +368,13 @@ func parseAggLine(line []byte) (aggKey, map[rowKey]*aggRow, error) {
 	rows := map[rowKey]*aggRow{}
 	for _, r := range l.Rows {
 		k := rowKey{key(r.FuncID, config.MaxFuncIDs), key(r.ChannelID, config.MaxChannels)}
-		row := &aggRow{Count: r.Count, Min: r.Min, Max: r.Max}
+		row := &aggRow{Count: r.Count}
+		if r.Min != nil {
+			row.Min = *r.Min
+		}
+		if r.Max != nil {
+			row.Max = *r.Max
+		}
 		if r.Sum != "" {
 			row.SumInt, _ = r.Sum.Int64()
 			row.SumFloat, _ = r.Sum.Float64()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/ncclhooks/ncclhooks/abi"
 )
@@ -64,9 +65,19 @@ func ReadEventLogs(dir string) (map[int][]Event, map[int]uint64, error) {
 
 // OutputFile is the plugin's JSON lines file of process pid in dir.
 func OutputFile(dir string, pid int) (string, error) {
+	// The plugin never reuses a file: when its name is taken it writes
+	// ncclhooks-<host>-<pid>.<n>.jsonl; the newest is this run's.
 	m, err := filepath.Glob(filepath.Join(dir, fmt.Sprintf("ncclhooks-*-%d.jsonl", pid)))
+	more, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("ncclhooks-*-%d.*.jsonl", pid)))
+	m = append(m, more...)
 	if err != nil || len(m) == 0 {
 		return "", fmt.Errorf("harness: the plugin wrote no output file for pid %d in %s", pid, dir)
 	}
-	return m[0], nil
+	best, bestT := m[0], time.Time{}
+	for _, p := range m {
+		if st, err := os.Stat(p); err == nil && st.ModTime().After(bestT) {
+			best, bestT = p, st.ModTime()
+		}
+	}
+	return best, nil
 }

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -140,6 +141,9 @@ func (s *Session) openOutputs() error {
 		return fmt.Errorf("NCCL_HOOKS_DUMP_DIR / output.dump_dir: %v", err)
 	}
 	s.jsonl = j
+	if name := sinks.FileName(host, os.Getpid()); filepath.Base(j.Path()) != name {
+		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s already exists in the dump directory (an earlier run with this host and pid, or a link): writing %s instead", name, j.Path()))
+	}
 	s.sinks = []sinks.Sink{j}
 	if s.knobs.PromDir != "" || s.knobs.PromAddr != "" {
 		p, err := sinks.NewProm(s.knobs.PromDir, sinks.PromOptions{

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/testbuild"
 	"github.com/ncclhooks/ncclhooks/schema"
@@ -44,13 +46,32 @@ type driverRun struct {
 	emitted map[int]uint64  // device -> events over all cycles
 }
 
+// driverTimeout bounds every cdriver run: a plugin that blocks NCCL fails
+// the test instead of hanging it.
+const driverTimeout = 2 * time.Minute
+
 func runDriver(t *testing.T, env []string, devs, comms, chans, items, cycles int) *driverRun {
 	t.Helper()
-	cmd := exec.Command(buildDriver(t), pluginPath, fmt.Sprint(devs), fmt.Sprint(comms), fmt.Sprint(chans), fmt.Sprint(items), fmt.Sprint(cycles))
+	r, err := startDriver(t, env, devs, comms, chans, items, cycles)
+	if err != nil {
+		t.Fatalf("cdriver: %v\n%s", err, r.out)
+	}
+	if !strings.Contains(r.out, "DONE") {
+		t.Fatalf("cdriver did not finish:\n%s", r.out)
+	}
+	return r
+}
+
+// startDriver runs the cdriver and parses its output whatever its exit.
+func startDriver(t *testing.T, env []string, devs, comms, chans, items, cycles int) (*driverRun, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, buildDriver(t), pluginPath, fmt.Sprint(devs), fmt.Sprint(comms), fmt.Sprint(chans), fmt.Sprint(items), fmt.Sprint(cycles))
 	cmd.Env = append(filteredEnv(), env...)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("cdriver: %v\n%s", err, out)
+	if ctx.Err() != nil {
+		err = fmt.Errorf("still running after %v (blocked?): %w", driverTimeout, err)
 	}
 	r := &driverRun{out: string(out), hooks: map[string]bool{}, emitted: map[int]uint64{}}
 	for _, l := range strings.Split(r.out, "\n") {
@@ -68,10 +89,7 @@ func runDriver(t *testing.T, env []string, devs, comms, chans, items, cycles int
 			r.emitted[d] += n
 		}
 	}
-	if !strings.Contains(r.out, "DONE") {
-		t.Fatalf("cdriver did not finish:\n%s", out)
-	}
-	return r
+	return r, err
 }
 
 // filteredEnv is the test's environment without NCCL_HOOKS_* knobs.
@@ -96,7 +114,13 @@ func writeProfile(t *testing.T, dir, body string) string {
 
 type stats = schema.DumpStats
 
+// dumpDelta is what one dump_stats line says happened since the previous one.
+type dumpDelta struct{ matchedDelta, records uint64 }
+
 type output struct {
+	path     string
+	finals   map[string]int // "hook dev" -> final dumps
+	dumps    map[string][]dumpDelta
 	final    map[string]stats // "hook dev" -> last final dump
 	sumDelta map[string]uint64
 	records  map[string]int
@@ -109,12 +133,21 @@ func readOutput(t *testing.T, dir string) *output {
 	if len(files) != 1 {
 		t.Fatalf("want one output file in %s, got %v", dir, files)
 	}
+	return readOutputFile(t, files[0])
+}
+
+// readOutputFile reads a JSON lines output; a line that is not JSON fails
+// the test.
+func readOutputFile(t *testing.T, path string) *output {
+	t.Helper()
+	files := []string{path}
 	f, err := os.Open(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	o := &output{final: map[string]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
+	o := &output{path: files[0], finals: map[string]int{}, dumps: map[string][]dumpDelta{}, final: map[string]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
+	lastMatched := map[string]uint64{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
@@ -132,7 +165,14 @@ func readOutput(t *testing.T, dir string) *output {
 		switch line.Type {
 		case "dump_stats":
 			o.sumDelta[k] += line.DroppedSinceLastDump
+			prev := uint64(0)
+			if ds := o.dumps[k]; len(ds) > 0 {
+				prev = lastMatched[k]
+			}
+			o.dumps[k] = append(o.dumps[k], dumpDelta{line.Matched - prev, line.RecordsSinceLastDump})
+			lastMatched[k] = line.Matched
 			if line.Final {
+				o.finals[k]++
 				o.final[k] = line.stats
 			}
 		case "record":
@@ -197,7 +237,7 @@ hooks:
 					if st.Records+st.Dropped != st.Matched {
 						t.Errorf("%s: records %d + dropped %d != matched %d", k, st.Records, st.Dropped, st.Matched)
 					}
-					if st.DroppedBufferFull+st.DroppedOverwritten+st.DroppedTorn+st.DroppedRingFull != st.Dropped || st.Pending != 0 {
+					if st.DroppedBufferFull+st.DroppedOverwritten+st.DroppedTorn+st.DroppedRingFull+st.DroppedWriteFailed != st.Dropped || st.Pending != 0 {
 						t.Errorf("%s: stages do not add up: %+v", k, st)
 					}
 					if uint64(o.records[k]) != st.Records {

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+
+	"github.com/ncclhooks/ncclhooks/schema"
 )
 
 // AggSnapshot is the latest snapshot of one on-device aggregate of one
@@ -23,7 +25,7 @@ type AggSnapshot struct {
 		Func      string          `json:"func"`
 		ChannelID json.RawMessage `json:"channelId"`
 		Count     uint64          `json:"count"`
-		Sum       json.Number     `json:"sum"`
+		Sum       schema.Number   `json:"sum"`
 		Min       *float64        `json:"min"`
 		Max       *float64        `json:"max"`
 		Buckets   []struct {

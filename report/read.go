@@ -106,6 +106,8 @@ type Run struct {
 	Hooks   map[string]*HookCounts
 	Stats   []DumpStats             // every dump_stats line, in file order
 	Aggs    map[aggKey]*AggSnapshot // the latest snapshot of every aggregate, per file and device
+	// Warnings are problems the inputs were read past (a truncated last line).
+	Warnings []string
 }
 
 // HookNames returns the hooks seen, sorted.
@@ -122,6 +124,8 @@ func (r *Run) HookNames() []string {
 type Options struct {
 	// AllowMixed accepts files whose headers name different profiles.
 	AllowMixed bool
+	// Warn, when set, receives each of Run.Warnings as it is found.
+	Warn func(msg string)
 	// Progress, when set, is called now and then with bytes read so far
 	// and the total size of all inputs.
 	Progress func(done, total int64)
@@ -266,7 +270,11 @@ func (r *reader) readFile(index int, path string) error {
 		}
 		if lerr := r.line(index, f, pending, line, lineNo); lerr != nil {
 			if !complete {
-				lerr = fmt.Errorf("truncated last line (the file ends mid-record: was the run killed before finalize?): %w", lerr)
+				// A run killed mid-write (SIGKILL, OOM, a full disk before
+				// the plugin cut its writes back) ends in part of a line:
+				// the rest of the file is good.
+				r.warn(fmt.Sprintf("%s:%d: truncated last line ignored (the run was cut short: killed, or the disk filled); the totals are those of the last dump_stats line before it", path, lineNo))
+				break
 			}
 			return &InputError{Path: path, Line: lineNo, Err: lerr}
 		}
@@ -279,6 +287,13 @@ func (r *reader) readFile(index int, path string) error {
 	}
 	r.run.Files = append(r.run.Files, f)
 	return nil
+}
+
+func (r *reader) warn(msg string) {
+	r.run.Warnings = append(r.run.Warnings, msg)
+	if r.opts.Warn != nil {
+		r.opts.Warn(msg)
+	}
 }
 
 func (r *reader) progress(n int64) {

@@ -58,6 +58,12 @@ type consumer struct {
 	stage              []uint64
 	stageFrom, stageTo uint64
 	setLimit           func(limit uint64) error // writes this hook's limit word on its device
+	// readHead reads this hook's head on its device now (drop_newest: see
+	// skipHoles); nil: the head read at the start of the pass is used.
+	readHead func() (uint64, error)
+	// limitTried is the largest limit ever handed to setLimit, written or
+	// not: no producer can have seen a larger one.
+	limitTried uint64
 
 	// Delivery side.
 	popped                   uint64
@@ -169,6 +175,11 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 		ps.drop(k, stageOverwritten, lapped)
 	}
 	for k.pos < head {
+		if k.dropNewest && k.pos >= k.limitTried {
+			// Past every limit a producer can have seen: holes, all of them.
+			k.skipHoles(head, ps)
+			break
+		}
 		p := k.pos
 		s := uint32(p + 1)
 		j := p & (k.n - 1)
@@ -257,10 +268,43 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 		}
 		k.pos++
 	}
+	if k.dropNewest && k.pos >= k.limitTried && k.readHead != nil {
+		// Every position up to the limit is decided. Producers went on
+		// reserving during the pass, and all they reserved from the limit
+		// on are holes: skip them at the live head, so that the limit
+		// published next lies ahead of the producers and the next N
+		// positions can hold records again (see skipHoles).
+		if h, err := k.readHead(); err == nil && h > k.pos {
+			k.head = h
+			k.skipHoles(h, ps)
+		}
+	}
 	k.publishLimit()
 	res.advanced = k.pos != from
 	res.decided = k.pos - from
 	return res
+}
+
+// skipHoles decides positions [pos, to) as buffer_full at once, without
+// reading them; pos must be at or past limitTried. A producer writes a
+// record only below the limit it loaded, and every limit it can have loaded
+// is at most limitTried (the consumer is the only writer, and limits only
+// grow), so no position from there on holds, or will ever hold, a record.
+//
+// This is drop_newest's counterpart of lapping. Without it the consumer
+// decided every hole one at a time and published limit = pos + N from the
+// head it read when the pass began: under sustained overload the producers
+// (a hole costs them one store) had moved more than N past that before the
+// limit landed, every later window was all holes, and the hook stopped
+// recording for good after the buffer first filled (issue 13).
+func (k *consumer) skipHoles(to uint64, ps *pass) {
+	if to <= k.pos {
+		return
+	}
+	n := to - k.pos
+	k.bufferFull += n
+	k.pos = to
+	ps.drop(k, stageBufferFull, n)
 }
 
 // Staging: positions loaded ahead per fill, and how many goroutines share a
@@ -338,7 +382,12 @@ func (k *consumer) publishLimit() {
 	if !k.dropNewest || k.setLimit == nil {
 		return
 	}
-	if l := k.pos + k.n; l > k.limit && k.setLimit(l) == nil {
+	l := k.pos + k.n
+	if l <= k.limit {
+		return
+	}
+	k.limitTried = max(k.limitTried, l)
+	if k.setLimit(l) == nil {
 		k.limit = l
 	}
 }

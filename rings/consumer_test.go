@@ -333,3 +333,58 @@ type rowView struct {
 	min, max int64
 	buckets  int
 }
+
+// Issue 13 item 7: under sustained overload, drop_newest stopped recording
+// for good after the buffer first filled (records stayed at exactly the
+// slot count). The consumer published limit = pos + N with pos the head it
+// read at the start of the pass, and decided every hole one position at a
+// time; producers that keep reserving while the pass runs (cheap: a hole is
+// one store) carry the head more than N past that before the limit lands,
+// so every window [pos, pos+N) was already all holes and no record was ever
+// written again, while overwrite_oldest skips lapped positions at once.
+//
+// The model, deterministic: in every pass, at the first drop it decides
+// (while the pass is running) the producers reserve 3N positions under the
+// limit they see; between passes they reserve N/2 more. Every pass after the
+// overload began must capture records.
+func TestDropNewestKeepsRecordingUnderOverload(t *testing.T) {
+	const n = 64
+	m := testModule(testHook("h", n, config.DropNewest))
+	dev := newFakeDevice(0, m)
+	k := consumerFor(t, dev, 1<<20)
+	k.readHead = func() (uint64, error) { return atomic.LoadUint64(&dev.ctl[0]), nil }
+	produce := func(count int) {
+		for range count {
+			if p, hole := dev.reserve(0); !hole {
+				dev.write(0, p, testPayload(p), 6, 0)
+			}
+		}
+	}
+	d := drops{}
+	now := time.Now()
+	produce(2 * n) // the buffer fills: N records, N holes
+	var perPass []uint64
+	for range 20 {
+		during := true
+		ps := &pass{now: now, tornTimeout: time.Second, holeGrace: time.Nanosecond, drop: func(c *consumer, s stage, x uint64) {
+			d.note(c, s, x)
+			if during {
+				during = false
+				produce(3 * n) // the producers run while the consumer works
+			}
+		}}
+		before := k.ring.Pushed()
+		k.drain(atomic.LoadUint64(&dev.ctl[0]), ps)
+		perPass = append(perPass, k.ring.Pushed()-before)
+		produce(n / 2)
+	}
+	for i, r := range perPass[1:] {
+		if r == 0 {
+			t.Fatalf("pass %d captured no record (records per pass %v): drop_newest stopped recording", i+2, perPass)
+		}
+	}
+	st := k.stats()
+	if st.Records+st.Dropped+st.Pending != st.Matched || st.DroppedBufferFull != d[stageBufferFull] {
+		t.Errorf("accounting: %+v, drops %v", st, d)
+	}
+}

@@ -197,8 +197,16 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 		}
 		k.setLimit = func(l uint64) error { return dev.WriteLimit(h, l) }
 		if k.dropNewest {
+			scratch := make([]uint64, len(dv.ctl))
+			k.readHead = func() (uint64, error) {
+				if err := dev.ReadCtl(scratch); err != nil {
+					return 0, err
+				}
+				return scratch[h], nil
+			}
 			// Nothing may be written before the first limit: set it now.
 			k.limit = dv.ctl[len(m.Hooks)+h]
+			k.limitTried = k.limit
 			k.publishLimit()
 			if k.limit < k.pos+k.n {
 				return fmt.Errorf("rings: device %d hook %q: writing the buffer limit failed", dv.ordinal, info.Name)
@@ -553,7 +561,7 @@ func (d *Drainer) log(level int, msg string) {
 func (d *Drainer) sinkDo(what string, err error) {
 	if err != nil && !d.sinkErr {
 		d.sinkErr = true
-		d.log(LogWarn, fmt.Sprintf("ncclhooks: output %s failed (records are still counted, later errors are not logged): %v", what, err))
+		d.log(LogWarn, fmt.Sprintf("ncclhooks: output %s failed (every record is still counted, later errors are not logged): %v", what, err))
 	}
 }
 

@@ -5,7 +5,11 @@
 // key these structs name is written and nothing else is.
 package schema
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
 
 // Format is the version the header line carries.
 const Format = 1
@@ -94,7 +98,8 @@ type DumpStats struct {
 	DroppedOverwritten   uint64 `json:"dropped_overwritten_total"`
 	DroppedTorn          uint64 `json:"dropped_torn_total"`
 	DroppedRingFull      uint64 `json:"dropped_ring_full_total"`
-	Pending              uint64 `json:"pending"` // reserved, not yet decided; 0 in a final dump
+	DroppedWriteFailed   uint64 `json:"dropped_write_failed_total"` // records whose lines could not be written (a full disk)
+	Pending              uint64 `json:"pending"`                    // reserved, not yet decided; 0 in a final dump
 }
 
 // Aggregate is a cumulative snapshot of one on-device aggregate.
@@ -117,9 +122,9 @@ type AggRow struct {
 	Func      string          `json:"func,omitempty"`
 	ChannelID json.RawMessage `json:"channelId,omitempty"`
 	Count     uint64          `json:"count"`
-	Sum       json.Number     `json:"sum,omitempty"`     // sum and histogram
-	Min       int64           `json:"min,omitempty"`     // min
-	Max       int64           `json:"max,omitempty"`     // max
+	Sum       Number          `json:"sum,omitempty"`     // sum and histogram
+	Min       *int64          `json:"min,omitempty"`     // min aggregates; nil when absent
+	Max       *int64          `json:"max,omitempty"`     // max aggregates; nil when absent
 	Buckets   []Bucket        `json:"buckets,omitempty"` // histogram, cumulative
 }
 
@@ -129,3 +134,35 @@ type Bucket struct {
 	LE    json.RawMessage `json:"le"`
 	Count uint64          `json:"count"`
 }
+
+// Number is a JSON number, or one of the strings "NaN", "+Inf" and "-Inf"
+// that the writer uses for float sums JSON numbers cannot hold.
+type Number string
+
+// UnmarshalJSON accepts a number or one of the three strings.
+func (n *Number) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		switch s {
+		case "NaN", "+Inf", "-Inf":
+			*n = Number(s)
+			return nil
+		}
+		return fmt.Errorf("%s is not a number (nor NaN, +Inf, -Inf)", b)
+	}
+	var num json.Number
+	if err := json.Unmarshal(b, &num); err != nil {
+		return err
+	}
+	*n = Number(num)
+	return nil
+}
+
+// Float64 accepts NaN and the infinities.
+func (n Number) Float64() (float64, error) { return strconv.ParseFloat(string(n), 64) }
+
+// Int64 is the number as an integer.
+func (n Number) Int64() (int64, error) { return strconv.ParseInt(string(n), 10, 64) }

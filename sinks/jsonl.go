@@ -1,8 +1,9 @@
 package sinks
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -65,14 +67,47 @@ func FileName(host string, pid int) string {
 // JSONL writes one JSON object per line into the process's file (see
 // docs/ARCHITECTURE.md, "JSON lines"). It is safe for concurrent use; the
 // drainer calls Records and Dump, the plugin calls Clock.
+//
+// The file only ever holds complete lines, and its dump_stats lines count
+// only what reached it. Lines are buffered and written at the end of the
+// file's complete lines; a write that fails (a full disk, a file-size
+// limit) is cut back to them, the record lines it held are counted as
+// dropped_write_failed in the next dump that is written, the other lines
+// (comm, clock, refused) are kept and written with the next write, and
+// writing goes on: when the disk has room again the output resumes.
 type JSONL struct {
-	mu    sync.Mutex
-	path  string
-	f     *os.File
-	w     *bufio.Writer
+	mu   sync.Mutex
+	path string
+	f    *os.File
+	size int64 // bytes of complete lines in the file
+
+	meta    []byte // comm, clock, refused lines not yet written
+	recs    []byte // record lines not yet written
+	recKeys map[lineKey]uint64
+	err     error // the last write error, nil after a successful write
+
+	lost map[lineKey]uint64 // records whose lines never reached the file
+	// last is what the last dump_stats line written for a hook and device
+	// said, for the since-last-dump deltas of the next one.
+	last map[lineKey]writtenStats
+	// pendingFinal holds a final dump whose write failed: it is written
+	// before anything else, at the next write.
+	pendingFinal     []byte
+	pendingFinalLast map[lineKey]writtenStats // j.last once pendingFinal is written
+
 	b     []byte // line being built
 	hooks map[*hookgen.HookInfo]*recordKeys
 }
+
+type lineKey struct {
+	hook   string
+	device int
+}
+
+type writtenStats struct{ records, dropped uint64 }
+
+// flushAt is the size of buffered record lines that triggers a write.
+const flushAt = 1 << 20
 
 // recordKeys are a hook's precomputed record line pieces.
 type recordKeys struct {
@@ -81,10 +116,16 @@ type recordKeys struct {
 	hasFunc bool
 }
 
-// NewJSONL opens (creating dir with mode 0755 and the file if missing)
-// dir/ncclhooks-<host>-<pid>.jsonl. A new file starts with the header line;
-// an existing one (a re-init in the same process) is appended to and keeps
-// its single header.
+// maxOutputNames is how many names NewJSONL tries before it gives up.
+const maxOutputNames = 100
+
+// NewJSONL creates (creating dir with mode 0755 if missing)
+// dir/ncclhooks-<host>-<pid>.jsonl and writes its header line. It never
+// writes into a file it did not create: the file is created exclusively
+// (O_EXCL, which also refuses to follow a symlink planted under that name,
+// and O_NOFOLLOW), and when the name is taken (an earlier run with the same
+// host and pid, a symlink, a FIFO) it takes ncclhooks-<host>-<pid>.<n>.jsonl
+// for the first free n from 1, so one file is always one run.
 func NewJSONL(dir string, header Header) (*JSONL, error) {
 	if header.Host == "" {
 		header.Host, _ = os.Hostname()
@@ -98,29 +139,104 @@ func NewJSONL(dir string, header Header) (*JSONL, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the dump directory: %w", err)
 	}
-	path := filepath.Join(dir, FileName(header.Host, header.PID))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("opening the JSON lines output: %w", err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("opening the JSON lines output: %w", err)
-	}
-	j := &JSONL{path: path, f: f, w: bufio.NewWriterSize(f, 1<<20), hooks: map[*hookgen.HookInfo]*recordKeys{}}
-	if fi.Size() == 0 {
-		j.writeHeader(&header)
-		if err := j.w.Flush(); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("writing %s: %w", path, err)
+	name := FileName(header.Host, header.PID)
+	var f *os.File
+	var path string
+	for n := 0; ; n++ {
+		if n == maxOutputNames {
+			return nil, fmt.Errorf("opening the JSON lines output: %s and %d numbered alternatives in %s all exist; clean up the dump directory", name, maxOutputNames-1, dir)
 		}
+		path = filepath.Join(dir, name)
+		if n > 0 {
+			path = filepath.Join(dir, strings.TrimSuffix(name, ".jsonl")+"."+strconv.Itoa(n)+".jsonl")
+		}
+		var err error
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o644)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) && !errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("opening the JSON lines output: %w", err)
+		}
+	}
+	j := &JSONL{path: path, f: f, recKeys: map[lineKey]uint64{}, lost: map[lineKey]uint64{},
+		last: map[lineKey]writtenStats{}, hooks: map[*hookgen.HookInfo]*recordKeys{}}
+	j.writeHeader(&header)
+	if err := j.writeLocked(j.b); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("writing the header of %s: %w", path, err)
 	}
 	return j, nil
 }
 
 // Path is the file being written.
 func (j *JSONL) Path() string { return j.path }
+
+// writeLocked appends data at the end of the file's complete lines. On a
+// failure the file is cut back to them, so that it never ends in part of a
+// line.
+func (j *JSONL) writeLocked(data []byte) error {
+	if j.f == nil {
+		return os.ErrClosed
+	}
+	if len(data) == 0 {
+		return nil
+	}
+	n, err := j.f.WriteAt(data, j.size)
+	if err != nil {
+		if n > 0 {
+			j.f.Truncate(j.size)
+		}
+		return err
+	}
+	j.size += int64(len(data))
+	return nil
+}
+
+// flushLocked writes the pending final dump, the kept lines and the
+// buffered records. When that fails the records are counted lost; the
+// other lines are kept for the next write.
+func (j *JSONL) flushLocked() error {
+	if len(j.pendingFinal)+len(j.meta)+len(j.recs) == 0 {
+		return nil
+	}
+	if len(j.pendingFinal) > 0 {
+		if err := j.writeLocked(j.pendingFinal); err != nil {
+			j.dropRecords()
+			return j.fail(err)
+		}
+		j.pendingFinal = j.pendingFinal[:0]
+		maps.Copy(j.last, j.pendingFinalLast)
+	}
+	data := j.meta
+	if len(j.recs) > 0 {
+		data = append(j.meta, j.recs...)
+		j.meta = data[:len(j.meta)] // same contents; data may have grown it
+	}
+	if err := j.writeLocked(data); err != nil {
+		j.dropRecords()
+		return j.fail(err)
+	}
+	j.meta, j.recs = j.meta[:0], j.recs[:0]
+	clear(j.recKeys)
+	j.err = nil
+	return nil
+}
+
+// dropRecords counts the buffered record lines as lost and forgets them.
+func (j *JSONL) dropRecords() {
+	for k, n := range j.recKeys {
+		j.lost[k] += n
+	}
+	clear(j.recKeys)
+	j.recs = j.recs[:0]
+}
+
+func (j *JSONL) fail(err error) error {
+	j.err = err
+	return fmt.Errorf("writing %s (records that are not written are counted as dropped_write_failed; writing resumes when it can): %w", j.path, err)
+}
 
 func (j *JSONL) writeHeader(h *Header) {
 	b := append(j.b[:0], `{"type":"header","format":`...)
@@ -142,7 +258,13 @@ func (j *JSONL) writeHeader(h *Header) {
 		b = appendStringMap2(b, h.Fields)
 	}
 	j.b = append(b, "}\n"...)
-	j.w.Write(j.b)
+}
+
+// metaLine buffers a line that must reach the file (comm, clock, refused)
+// and writes it with everything buffered before it.
+func (j *JSONL) metaLine(line []byte) error {
+	j.meta = append(j.meta, line...)
+	return j.flushLocked()
 }
 
 // Clock writes a host/device timestamp pair of one device.
@@ -156,8 +278,7 @@ func (j *JSONL) Clock(device int, hostUnixNs, deviceNs uint64) error {
 	b = append(b, `,"device_ns":`...)
 	b = strconv.AppendUint(b, deviceNs, 10)
 	j.b = append(b, "}\n"...)
-	j.w.Write(j.b)
-	return j.w.Flush()
+	return j.metaLine(j.b)
 }
 
 // Comm is one communicator that was handed a hook: its index on the device
@@ -192,8 +313,7 @@ func (j *JSONL) Comm(c Comm) error {
 	b = append(b, `,"nnodes":`...)
 	b = strconv.AppendInt(b, int64(c.NNodes), 10)
 	j.b = append(b, "}\n"...)
-	j.w.Write(j.b)
-	return j.w.Flush()
+	return j.metaLine(j.b)
 }
 
 // Refused writes a refused line for a hook left out of the device module
@@ -207,8 +327,7 @@ func (j *JSONL) Refused(hook, position, reason string) error {
 	b = appendString(append(b, `,"position":`...), position)
 	b = appendString(append(b, `,"reason":`...), reason)
 	j.b = append(b, "}\n"...)
-	j.w.Write(j.b)
-	return j.w.Flush()
+	return j.metaLine(j.b)
 }
 
 func (j *JSONL) keys(h *hookgen.HookInfo) *recordKeys {
@@ -231,10 +350,22 @@ func (j *JSONL) keys(h *hookgen.HookInfo) *recordKeys {
 func (j *JSONL) Records(recs []Record) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.f == nil {
+		return os.ErrClosed
+	}
+	var run lineKey // records are counted per run of one hook and device
+	var n uint64
 	for i := range recs {
 		r := &recs[i]
+		if key := (lineKey{r.Hook.Name, r.Device}); key != run {
+			if n > 0 {
+				j.recKeys[run] += n
+			}
+			run, n = key, 0
+		}
+		n++
 		k := j.keys(r.Hook)
-		b := append(j.b[:0], k.prefix...)
+		b := append(j.recs, k.prefix...)
 		b = strconv.AppendInt(b, int64(r.Device), 10)
 		b = append(b, `,"seq":`...)
 		b = strconv.AppendUint(b, r.Seq, 10)
@@ -246,40 +377,89 @@ func (j *JSONL) Records(recs []Record) error {
 			b = appendKey(b, "func")
 			b = appendString(b, r.FuncName)
 		}
-		j.b = append(b, "}\n"...)
-		if _, err := j.w.Write(j.b); err != nil {
-			return fmt.Errorf("writing %s: %w", j.path, err)
-		}
+		j.recs = append(b, "}\n"...)
+	}
+	if n > 0 {
+		j.recKeys[run] += n
+	}
+	if len(j.recs) >= flushAt {
+		return j.flushLocked()
 	}
 	return nil
 }
 
-// Dump writes the dump_stats lines, then the aggregate lines, and flushes.
+// Dump writes the buffered records, then the dump_stats lines, then the
+// aggregate lines. The dump_stats lines count only the records whose lines
+// reached the file: records_total is lowered, and dropped_total and
+// dropped_write_failed_total raised, by the records whose write failed, and
+// the since-last-dump deltas are taken from the last dump_stats line that
+// reached the file. A final dump that cannot be written is kept and written
+// before anything else at the next write.
 func (j *JSONL) Dump(d *Dump) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.f == nil {
+		return os.ErrClosed
+	}
+	ferr := j.flushLocked()
+	lines := j.b[:0]
+	written := map[lineKey]writtenStats{}
 	for i := range d.Stats {
-		j.b = appendStats(j.b[:0], &d.Stats[i])
-		j.w.Write(j.b)
+		st := d.Stats[i]
+		k := lineKey{st.Hook, st.Device}
+		p, ok := j.last[k]
+		if !ok {
+			// No dump of this hook and device written yet: the caller's
+			// deltas say where it started.
+			p = writtenStats{st.Records - min(st.RecordsSinceLastDump, st.Records), st.Dropped - min(st.DroppedSinceLastDump, st.Dropped)}
+		}
+		lost := min(j.lost[k], st.Records)
+		st.Records -= lost
+		st.Dropped += lost
+		st.DroppedWriteFailed += lost
+		w := writtenStats{st.Records, st.Dropped}
+		st.RecordsSinceLastDump = w.records - min(p.records, w.records)
+		st.DroppedSinceLastDump = w.dropped - min(p.dropped, w.dropped)
+		written[k] = w
+		lines = appendStats(lines, &st)
 	}
 	for i := range d.Aggs {
-		j.b = appendAggregate(j.b[:0], &d.Aggs[i])
-		j.w.Write(j.b)
+		lines = appendAggregate(lines, &d.Aggs[i])
 	}
-	if err := j.w.Flush(); err != nil {
-		return fmt.Errorf("writing %s: %w", j.path, err)
+	j.b = lines
+	if err := j.writeLocked(lines); err != nil {
+		if d.Final {
+			j.pendingFinal = append(j.pendingFinal[:0], lines...)
+			j.pendingFinalLast = written
+		}
+		return j.fail(err)
 	}
-	return nil
+	if d.Final {
+		j.pendingFinal = j.pendingFinal[:0]
+	}
+	maps.Copy(j.last, written)
+	return ferr
 }
 
-// Close flushes and closes the file.
+// Lost is the number of records whose lines could not be written.
+func (j *JSONL) Lost() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var n uint64
+	for _, v := range j.lost {
+		n += v
+	}
+	return n
+}
+
+// Close writes what is buffered and closes the file.
 func (j *JSONL) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.f == nil {
 		return nil
 	}
-	err := j.w.Flush()
+	err := j.flushLocked()
 	if cerr := j.f.Close(); err == nil {
 		err = cerr
 	}
@@ -314,6 +494,7 @@ func appendStats(b []byte, s *Stats) []byte {
 		{"dropped_overwritten_total", s.DroppedOverwritten},
 		{"dropped_torn_total", s.DroppedTorn},
 		{"dropped_ring_full_total", s.DroppedRingFull},
+		{"dropped_write_failed_total", s.DroppedWriteFailed},
 		{"pending", s.Pending},
 	} {
 		b = appendKey(b, kv.k)

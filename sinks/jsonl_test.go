@@ -4,11 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ncclhooks/ncclhooks/config"
@@ -213,7 +216,7 @@ func TestHeaderClockStatsAggregateLines(t *testing.T) {
 
 	want := []string{"type", "hook", "device", "dump", "final", "time_unix_ns", "matched_total", "records_total", "dropped_total",
 		"records_since_last_dump", "dropped_since_last_dump", "dropped_buffer_full_total", "dropped_overwritten_total",
-		"dropped_torn_total", "dropped_ring_full_total", "pending"}
+		"dropped_torn_total", "dropped_ring_full_total", "dropped_write_failed_total", "pending"}
 	rawLines := strings.Split(strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dir, "ncclhooks-h1-7.jsonl"))))), "\n")
 	if got := keysInOrder(t, []byte(rawLines[2])); !slices.Equal(got, want) {
 		t.Errorf("dump_stats keys %v, want %v", got, want)
@@ -264,14 +267,30 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-func TestReopenAppendsWithoutSecondHeader(t *testing.T) {
+// A file of the same name (an earlier run with the same host and pid, a
+// planted symlink, a FIFO) is never written into: the sink takes the next
+// free numbered name, and each file has one header.
+func TestOpenNeverReusesAFile(t *testing.T) {
 	dir := t.TempDir()
 	h := &hookgen.HookInfo{Name: "h", Layout: hookgen.Layout{Fields: []hookgen.FieldLayout{{Name: "v", Source: "workCounter", Type: config.U32}}}}
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("root only\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// .1 is a symlink to the secret, .2 a FIFO: the third open gets .3.
+	if err := os.Symlink(secret, filepath.Join(dir, "ncclhooks-n-9.1.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "ncclhooks-n-9.2.jsonl"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
 	for cycle := range 2 {
 		j, err := NewJSONL(dir, Header{Profile: "p", Host: "n", PID: 9})
 		if err != nil {
 			t.Fatal(err)
 		}
+		paths = append(paths, filepath.Base(j.Path()))
 		if err := j.Records([]Record{{Hook: h, Seq: uint64(cycle), Values: []hookgen.Value{{Type: config.U32, U: uint64(10 + cycle)}}}}); err != nil {
 			t.Fatal(err)
 		}
@@ -279,25 +298,104 @@ func TestReopenAppendsWithoutSecondHeader(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A different pid writes its own file.
-	j, err := NewJSONL(dir, Header{Profile: "p", Host: "n", PID: 10})
-	if err != nil {
-		t.Fatal(err)
+	if !slices.Equal(paths, []string{"ncclhooks-n-9.jsonl", "ncclhooks-n-9.3.jsonl"}) {
+		t.Errorf("files %v", paths)
 	}
-	j.Close()
-	lines := readLines(t, filepath.Join(dir, "ncclhooks-n-9.jsonl"))
-	var types []string
-	for _, l := range lines {
-		types = append(types, string(l["type"]))
+	for i, p := range paths {
+		lines := readLines(t, filepath.Join(dir, p))
+		if len(lines) != 2 || string(lines[0]["type"]) != `"header"` || string(lines[1]["v"]) != fmt.Sprint(10+i) {
+			t.Errorf("%s: %v", p, lines)
+		}
 	}
-	if !slices.Equal(types, []string{`"header"`, `"record"`, `"record"`}) || string(lines[1]["v"]) != "10" || string(lines[2]["v"]) != "11" {
-		t.Errorf("after re-open: %v", lines)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ncclhooks-n-10.jsonl")); err != nil {
-		t.Errorf("second pid's file: %v", err)
+	if b, _ := os.ReadFile(secret); string(b) != "root only\n" {
+		t.Errorf("the symlink's target was written: %q", b)
 	}
 	if got := FileName("a b/c", 1); got != "ncclhooks-a_b_c-1.jsonl" {
 		t.Errorf("FileName = %s", got)
+	}
+}
+
+// A failed write (here: the descriptor swapped for a read-only one, as a
+// full disk fails every write) leaves no partial line, counts the records it
+// held as dropped_write_failed, keeps the comm line, and the output resumes
+// once writes succeed again; the since-last deltas add up to the totals.
+func TestWriteFailureIsCountedAndRecovers(t *testing.T) {
+	dir := t.TempDir()
+	h := &hookgen.HookInfo{Name: "h", Layout: hookgen.Layout{Fields: []hookgen.FieldLayout{{Name: "v", Source: "workCounter", Type: config.U32}}}}
+	j, err := NewJSONL(dir, Header{Profile: "p", Host: "n", PID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := func(n int) []Record {
+		var r []Record
+		for i := range n {
+			r = append(r, Record{Hook: h, Seq: uint64(i), Values: []hookgen.Value{{Type: config.U32, U: uint64(i)}}})
+		}
+		return r
+	}
+	total := uint64(0)
+	dump := func(n int, final bool) error {
+		total += uint64(n)
+		if err := j.Records(recs(n)); err != nil {
+			return err
+		}
+		return j.Dump(&Dump{Final: final, Stats: []Stats{{Hook: "h", Matched: total, Records: total, Final: final, RecordsSinceLastDump: uint64(n)}}})
+	}
+	if err := dump(3, false); err != nil {
+		t.Fatal(err)
+	}
+	good := j.f
+	ro, err := os.Open(j.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.mu.Lock()
+	j.f = ro
+	j.mu.Unlock()
+	if err := dump(5, false); err == nil {
+		t.Fatal("a failed write reported no error")
+	}
+	if err := j.Comm(Comm{Device: 0, Index: 0, Name: "kept"}); err == nil {
+		t.Fatal("a failed comm write reported no error")
+	}
+	if err := dump(2, true); err == nil {
+		t.Fatal("a failed final dump reported no error")
+	}
+	j.mu.Lock()
+	j.f = good
+	j.mu.Unlock()
+	ro.Close()
+	if err := dump(4, false); err != nil {
+		t.Fatalf("after the disk has room again: %v", err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := readLines(t, j.Path())
+	var types []string
+	recLines, deltas := 0, uint64(0)
+	var last map[string]json.RawMessage
+	finals := 0
+	for _, l := range lines {
+		types = append(types, strings.Trim(string(l["type"]), `"`))
+		switch string(l["type"]) {
+		case `"record"`:
+			recLines++
+		case `"dump_stats"`:
+			last = l
+			deltas += must(strconv.ParseUint(string(l["records_since_last_dump"]), 10, 64))
+			if string(l["final"]) == "true" {
+				finals++
+			}
+		}
+	}
+	// 3 + 4 records written; the 5 and 2 buffered during the failure are lost.
+	if recLines != 7 || string(last["records_total"]) != "7" || string(last["dropped_write_failed_total"]) != "7" ||
+		string(last["dropped_total"]) != "7" || string(last["matched_total"]) != "14" || deltas != 7 || finals != 1 {
+		t.Errorf("lines %v; last dump %s; records_since_last_dump sums to %d", types, last, deltas)
+	}
+	if !slices.Contains(types, "comm") {
+		t.Errorf("the comm line written during the failure was lost: %v", types)
 	}
 }
 

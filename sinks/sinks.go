@@ -32,6 +32,9 @@ type Stats struct {
 	DroppedOverwritten uint64 // device stage, lapped or overwritten (overwrite_oldest)
 	DroppedTorn        uint64 // device stage, never completed
 	DroppedRingFull    uint64 // host stage: the Go ring was full
+	// DroppedWriteFailed is set by the JSON lines sink only: records whose
+	// lines could not be written (a full disk); the drainer leaves it 0.
+	DroppedWriteFailed uint64
 	Pending            uint64 // reserved but not decided yet (0 in a final dump)
 
 	RecordsSinceLastDump uint64

@@ -159,18 +159,47 @@ func micros(ns int64) json.Number {
 	return json.Number(strconv.FormatFloat(float64(ns)/1e3, 'f', 3, 64))
 }
 
+// counter is one point of a drops counter track: the cumulative drops of a
+// hook at one dump, on the device's process.
+type counter struct {
+	pid  int
+	ts   int64
+	hook string
+	val  uint64
+}
+
+// write writes the trace in phases: the counters and the time origin, the
+// slices' lanes, then the events (metadata, slices, counters) and otherData.
 func (b *builder) write(w io.Writer) (*Summary, error) {
-	// Counters: cumulative drops per hook at every dump, on the device's process.
-	type counter struct {
-		pid  int
-		ts   int64
-		hook string
-		val  uint64
+	counters := b.counters()
+	origin := b.origin(counters)
+	tids, threads := b.lanes()
+
+	ew := newEventWriter(w)
+	ew.bw.WriteString("{\"traceEvents\":[\n")
+	b.writeMeta(ew, threads)
+	b.writeSlices(ew, tids, origin)
+	writeCounters(ew, counters, origin)
+
+	b.summarize(len(counters), len(threads))
+	fmt.Fprintf(ew.bw, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":%s}\n", b.otherData(origin))
+	if err := ew.bw.Flush(); err != nil {
+		return nil, err
 	}
+	return &b.sum, nil
+}
+
+// counters are the drops of every dump_stats line, in the order read.
+func (b *builder) counters() []counter {
 	var counters []counter
 	for _, s := range b.run.Stats {
 		counters = append(counters, counter{pid: b.pid(s.File, s.Device), ts: s.TimeUnixNs, hook: s.Hook, val: s.Dropped})
 	}
+	return counters
+}
+
+// origin is the earliest host time of a slice or counter (0 if none).
+func (b *builder) origin(counters []counter) int64 {
 	origin := int64(math.MaxInt64)
 	for _, s := range b.slices {
 		origin = min(origin, s.start)
@@ -181,14 +210,19 @@ func (b *builder) write(w io.Writer) (*Summary, error) {
 	if origin == math.MaxInt64 {
 		origin = 0
 	}
+	return origin
+}
 
+// lanes sorts the slices and gives each its thread id: a slice goes to the
+// first lane of its track whose last slice ended before it starts, so no
+// track holds overlapping slices. It returns the tid of each slice and the
+// name of each (pid, tid).
+func (b *builder) lanes() ([]int, map[[2]int]string) {
 	multiHook := len(b.hookIdx) > 1
 	slices.SortFunc(b.slices, func(x, y slice) int {
 		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(b.hookIdx[x.hook], b.hookIdx[y.hook]),
 			cmp.Compare(x.track, y.track), cmp.Compare(x.start, y.start), cmp.Compare(x.stop, y.stop))
 	})
-	// Lanes: a slice goes to the first lane of its track whose last slice
-	// ended before it starts, so no track holds overlapping slices.
 	type lane struct {
 		tid int
 		end int64
@@ -209,47 +243,66 @@ func (b *builder) write(w io.Writer) (*Summary, error) {
 			li = len(ls)
 			tid := channelTid(s.track) + 1000*li + 100000*hk
 			ls = append(ls, lane{tid: tid})
-			name := "all channels"
-			if s.track >= 0 {
-				name = "channel " + strconv.Itoa(s.track)
-			}
-			if li > 0 {
-				name += fmt.Sprintf(" #%d", li+1)
-			}
-			if multiHook {
-				name += " [" + s.hook + "]"
-			}
-			threads[[2]int{s.pid, tid}] = name
+			threads[[2]int{s.pid, tid}] = trackName(s.track, li, multiHook, s.hook)
 		}
 		ls[li].end = s.stop
 		lanes[k] = ls
 		tids[i] = ls[li].tid
 	}
+	return tids, threads
+}
 
-	bw := bufio.NewWriterSize(w, 1<<20)
-	first := true
-	emit := func(e any) {
-		data, _ := json.Marshal(e)
-		if first {
-			first = false
-		} else {
-			bw.WriteString(",\n")
-		}
-		bw.Write(data)
+// trackName names lane li of a channel's track ("all channels" where the
+// hook does not record channelId), with the hook where there are several.
+func trackName(track, li int, multiHook bool, hook string) string {
+	name := "all channels"
+	if track >= 0 {
+		name = "channel " + strconv.Itoa(track)
 	}
-	bw.WriteString("{\"traceEvents\":[\n")
-	meta := func(name string, pid, tid int, args any) {
-		a, _ := json.Marshal(args)
-		emit(Event{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: a})
+	if li > 0 {
+		name += fmt.Sprintf(" #%d", li+1)
 	}
+	if multiHook {
+		name += " [" + hook + "]"
+	}
+	return name
+}
+
+// eventWriter writes the events of traceEvents, comma separated.
+type eventWriter struct {
+	bw    *bufio.Writer
+	first bool
+}
+
+func newEventWriter(w io.Writer) *eventWriter {
+	return &eventWriter{bw: bufio.NewWriterSize(w, 1<<20), first: true}
+}
+
+func (ew *eventWriter) emit(e any) {
+	data, _ := json.Marshal(e)
+	if ew.first {
+		ew.first = false
+	} else {
+		ew.bw.WriteString(",\n")
+	}
+	ew.bw.Write(data)
+}
+
+func (ew *eventWriter) meta(name string, pid, tid int, args any) {
+	a, _ := json.Marshal(args)
+	ew.emit(Event{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: a})
+}
+
+// writeMeta names and orders the processes and their threads (tracks).
+func (b *builder) writeMeta(ew *eventWriter, threads map[[2]int]string) {
 	pids := make([]int, 0, len(b.procs))
 	for p := range b.procs {
 		pids = append(pids, p)
 	}
 	slices.Sort(pids)
 	for _, p := range pids {
-		meta("process_name", p, 0, map[string]string{"name": b.procs[p]})
-		meta("process_sort_index", p, 0, map[string]int{"sort_index": p})
+		ew.meta("process_name", p, 0, map[string]string{"name": b.procs[p]})
+		ew.meta("process_sort_index", p, 0, map[string]int{"sort_index": p})
 	}
 	thr := make([][2]int, 0, len(threads))
 	for k := range threads {
@@ -257,9 +310,13 @@ func (b *builder) write(w io.Writer) (*Summary, error) {
 	}
 	slices.SortFunc(thr, func(x, y [2]int) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
 	for _, k := range thr {
-		meta("thread_name", k[0], k[1], map[string]string{"name": threads[k]})
-		meta("thread_sort_index", k[0], k[1], map[string]int{"sort_index": k[1]})
+		ew.meta("thread_name", k[0], k[1], map[string]string{"name": threads[k]})
+		ew.meta("thread_sort_index", k[0], k[1], map[string]int{"sort_index": k[1]})
 	}
+}
+
+// writeSlices writes a complete event per slice, on the thread lanes gave it.
+func (b *builder) writeSlices(ew *eventWriter, tids []int, origin int64) {
 	for i, s := range b.slices {
 		args := map[string]any{"hook": s.hook, "device": s.device, "file": b.run.Files[s.file].Path}
 		if s.funcID >= 0 {
@@ -269,23 +326,35 @@ func (b *builder) write(w io.Writer) (*Summary, error) {
 			args["workCounter"] = s.counter
 		}
 		a, _ := json.Marshal(args)
-		emit(Event{Name: s.fn, Cat: s.hook, Ph: "X", Ts: micros(s.start - origin), Dur: micros(s.stop - s.start),
+		ew.emit(Event{Name: s.fn, Cat: s.hook, Ph: "X", Ts: micros(s.start - origin), Dur: micros(s.stop - s.start),
 			Pid: s.pid, Tid: tids[i], Args: a})
 	}
+}
+
+// writeCounters writes the drops counters, by process and time.
+func writeCounters(ew *eventWriter, counters []counter, origin int64) {
 	slices.SortStableFunc(counters, func(x, y counter) int { return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.ts, y.ts)) })
 	for _, c := range counters {
 		a, _ := json.Marshal(map[string]uint64{c.hook: c.val})
-		emit(Event{Name: "dropped records (cumulative)", Ph: "C", Ts: micros(c.ts - origin), Pid: c.pid, Args: a})
+		ew.emit(Event{Name: "dropped records (cumulative)", Ph: "C", Ts: micros(c.ts - origin), Pid: c.pid, Args: a})
 	}
+}
 
+// summarize fills in the summary's counts and the devices without a clock.
+func (b *builder) summarize(counters, tracks int) {
 	b.sum.Slices = len(b.slices)
-	b.sum.Counters = len(counters)
+	b.sum.Counters = counters
 	b.sum.Processes = len(b.procs)
-	b.sum.Tracks = len(threads)
+	b.sum.Tracks = tracks
 	for k := range b.noClock {
 		b.sum.NoClock = append(b.sum.NoClock, k)
 	}
 	slices.Sort(b.sum.NoClock)
+}
+
+// otherData is the trace's otherData object: where it came from and how its
+// timestamps were placed.
+func (b *builder) otherData(origin int64) []byte {
 	inputs := make([]string, len(b.run.Files))
 	for i, f := range b.run.Files {
 		inputs[i] = f.Path
@@ -301,11 +370,7 @@ func (b *builder) write(w io.Writer) (*Summary, error) {
 		"unpaired_stops":        b.sum.UnpairedStops,
 		"devices_without_clock": append([]string{}, b.sum.NoClock...),
 	})
-	fmt.Fprintf(bw, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":%s}\n", other)
-	if err := bw.Flush(); err != nil {
-		return nil, err
-	}
-	return &b.sum, nil
+	return other
 }
 
 // channelTid is the base thread id of a channel's track; a hook that does

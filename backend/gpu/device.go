@@ -50,8 +50,10 @@ type Device struct {
 	LoadTime time.Duration
 }
 
+// load sets the device up in order: the private stream, the hook module and
+// its entry address, the hook buffers, the module's globals and context, then
+// the clock kernel. Close frees whatever it got to.
 func (d *Device) load(imgs *archImages) error {
-	m := d.c.mod
 	if !d.d.CanMapHost {
 		return fmt.Errorf("%v cannot map host memory, which the hook buffers need", d.d)
 	}
@@ -70,28 +72,49 @@ func (d *Device) load(imgs *archImages) error {
 		return err
 	}
 	d.entry = entry
+	slotsDev, holesDev, err := d.allocHookBuffers()
+	if err != nil {
+		return err
+	}
+	if err := d.writeCtx(slotsDev, holesDev); err != nil {
+		return err
+	}
+	return d.loadClock(imgs.clock)
+}
 
-	// Buffers: per hook N slots of SlotWords words, and N hole stamps.
-	slotsDev := make([]uintptr, len(m.Hooks))
-	holesDev := make([]uintptr, len(m.Hooks))
+// allocHookBuffers allocates each hook's buffers in host-mapped memory: N
+// slots of SlotWords words, and N hole stamps. It returns their device
+// addresses, by hook.
+func (d *Device) allocHookBuffers() (slotsDev, holesDev []uintptr, err error) {
+	m := d.c.mod
+	slotsDev = make([]uintptr, len(m.Hooks))
+	holesDev = make([]uintptr, len(m.Hooks))
 	for i, h := range m.Hooks {
 		words := h.Slots * h.Layout.SlotWords()
 		// An aggregate-only hook writes no records; it still gets a valid,
 		// distinct (one-word) buffer.
 		p, dev, err := d.hostAlloc(8 * max(words, 1))
 		if err != nil {
-			return fmt.Errorf("hook %q buffer: %w", h.Name, err)
+			return nil, nil, fmt.Errorf("hook %q buffer: %w", h.Name, err)
 		}
 		d.slots = append(d.slots, unsafe.Slice((*uint64)(p), words))
 		slotsDev[i] = uintptr(dev)
 		p, dev, err = d.hostAlloc(4 * h.Slots)
 		if err != nil {
-			return fmt.Errorf("hook %q holes: %w", h.Name, err)
+			return nil, nil, fmt.Errorf("hook %q holes: %w", h.Name, err)
 		}
 		d.holes = append(d.holes, unsafe.Slice((*uint32)(p), h.Slots))
 		holesDev[i] = uintptr(dev)
 	}
+	return slotsDev, holesDev, nil
+}
 
+// writeCtx resolves the module's globals (checking their sizes against the
+// module description) and writes ncclhooks_ctx: their addresses and those of
+// the hook buffers.
+func (d *Device) writeCtx(slotsDev, holesDev []uintptr) error {
+	m := d.c.mod
+	var err error
 	if d.ctl, err = d.global(hookgen.SymCtl, 8*m.CtlWords()); err != nil {
 		return err
 	}
@@ -127,8 +150,13 @@ func (d *Device) load(imgs *archImages) error {
 	if err := d.d.CopyHtoD(d.ctx, ctxBytes, d.stream); err != nil {
 		return fmt.Errorf("writing %s: %w", hookgen.SymCtx, err)
 	}
+	return nil
+}
 
-	if d.clockMod, err = d.d.Load(imgs.clock); err != nil {
+// loadClock loads the clock kernel and its host-mapped output word.
+func (d *Device) loadClock(img *nvrtc.Image) error {
+	var err error
+	if d.clockMod, err = d.d.Load(img); err != nil {
 		return err
 	}
 	if d.clockFn, err = d.clockMod.Function("ncclhooks_clock"); err != nil {

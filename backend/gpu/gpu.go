@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/ncclhooks/ncclhooks/backend"
-	"github.com/ncclhooks/ncclhooks/config"
 	"github.com/ncclhooks/ncclhooks/hookgen"
 	"github.com/ncclhooks/ncclhooks/nvrtc"
 )
@@ -69,36 +68,6 @@ type archImages struct {
 	hook, clock *nvrtc.Image
 	res         Resources // of the hook module's entry
 	regCap      int       // the --maxrregcount it was built with
-}
-
-// Refusal is a hook left out because it could fault the kernel calling it.
-type Refusal struct {
-	Hook string
-	Pos  config.Pos // the hook's position in the profile
-	Why  string     // what it needs, against the limits
-}
-
-func (r Refusal) String() string {
-	return fmt.Sprintf("%s: hook %q cannot be called safely from NCCL's kernels: %s", r.Pos, r.Hook, r.Why)
-}
-
-// UnsafeModuleError is a profile none of whose hooks can be called safely.
-type UnsafeModuleError struct {
-	Arch    string
-	Refused []Refusal
-	Whole   error // the whole module's check, when no single hook was to blame
-}
-
-func (e *UnsafeModuleError) Error() string {
-	var lines []string
-	for _, r := range e.Refused {
-		lines = append(lines, "  "+r.String())
-	}
-	if len(lines) == 0 && e.Whole != nil {
-		lines = append(lines, "  the hooks together: "+e.Whole.Error())
-	}
-	return fmt.Sprintf("gpu backend: the profile's hook module for %s could fault NCCL's kernels, so it is not handed to NCCL "+
-		"(simplify the hook: fewer fields, lets or aggregates; or split it into several hooks):\n%s", e.Arch, strings.Join(lines, "\n"))
 }
 
 // Options configures Compile.
@@ -178,63 +147,6 @@ func Compile(m *hookgen.Module, lib *nvrtc.Lib, opt Options) (*Compiled, error) 
 	return c.withoutUnsafeHooks(arch, compile, whole)
 }
 
-// withoutUnsafeHooks builds each hook alone to find the ones to blame, then
-// the module without them.
-func (c *Compiled) withoutUnsafeHooks(arch string, compile compileFunc, whole *unsafeBuild) (*Compiled, error) {
-	p := c.mod.Profile
-	var refused []Refusal
-	for _, h := range p.EnabledHooks() {
-		m, err := hookgen.Generate(withHooks(p, func(x *config.Hook) bool { return x == h }))
-		if err != nil {
-			return nil, err
-		}
-		one := newCompiled(m, c.lib, c.opt)
-		var u *unsafeBuild
-		if _, err := one.imagesFor(arch, compile); errors.As(err, &u) {
-			refused = append(refused, Refusal{Hook: h.Name, Pos: h.Pos, Why: u.check.Error()})
-		} else if err != nil {
-			return nil, err
-		}
-	}
-	if len(refused) == 0 || len(refused) == len(p.EnabledHooks()) {
-		return nil, &UnsafeModuleError{Arch: arch, Refused: refused, Whole: whole.check}
-	}
-	out := map[string]bool{}
-	for _, r := range refused {
-		out[r.Hook] = true
-	}
-	m, err := hookgen.Generate(withHooks(p, func(x *config.Hook) bool { return !out[x.Name] }))
-	if err != nil {
-		return nil, err
-	}
-	rest := newCompiled(m, c.lib, c.opt)
-	if _, err := rest.imagesFor(arch, compile); err != nil {
-		var u *unsafeBuild
-		if errors.As(err, &u) {
-			return nil, &UnsafeModuleError{Arch: arch, Refused: refused, Whole: u.check}
-		}
-		return nil, err
-	}
-	rest.refused = refused
-	return rest, nil
-}
-
-// withHooks is p with only the enabled hooks keep accepts still enabled.
-func withHooks(p *config.Profile, keep func(*config.Hook) bool) *config.Profile {
-	q := *p
-	q.Hooks = nil
-	for _, h := range p.Hooks {
-		hc := *h
-		hc.Enabled = h.Enabled && keep(h)
-		q.Hooks = append(q.Hooks, &hc)
-	}
-	return &q
-}
-
-// Refused lists the hooks left out of Module because they could fault the
-// kernel calling them.
-func (c *Compiled) Refused() []Refusal { return c.refused }
-
 // Resources is what the entry built for arch asks of its caller (zero if
 // arch was not built).
 func (c *Compiled) Resources(arch string) (Resources, int) {
@@ -276,15 +188,6 @@ func newCompiled(m *hookgen.Module, lib *nvrtc.Lib, opt Options) *Compiled {
 }
 
 type compileFunc func(string, nvrtc.CompileOptions) (*nvrtc.Image, error)
-
-// unsafeBuild: every register cap gave a module that could fault its caller;
-// check is the verdict at the budget itself.
-type unsafeBuild struct {
-	res   Resources
-	check error
-}
-
-func (u *unsafeBuild) Error() string { return "gpu backend: hook module: " + u.check.Error() }
 
 // Module is the generated module.
 func (c *Compiled) Module() *hookgen.Module { return c.mod }
@@ -373,58 +276,6 @@ func (c *Compiled) imagesFor(arch string, compile func(string, nvrtc.CompileOpti
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// Diag is one compiler diagnostic traced back to the profile.
-type Diag struct {
-	Pos  config.Pos // the profile position the generated line came from (zero if none)
-	Hook string     // hook name ("" for prelude or module-level code)
-	What string     // the generating construct: "when", "field fn", ...
-	Line int        // line in the generated source (ncclhooks gen shows it)
-	Kind string     // "error", "warning", ...
-	Msg  string
-}
-
-func (d Diag) String() string {
-	gen := fmt.Sprintf("generated line %d", d.Line)
-	if d.Pos.File == "" {
-		return fmt.Sprintf("%s: %s: %s: %s", SourceName, gen, d.Kind, d.Msg)
-	}
-	return fmt.Sprintf("%s: hook %q (%s): %s: %s [%s]", d.Pos, d.Hook, d.What, d.Kind, d.Msg, gen)
-}
-
-// CompileError is an NVRTC failure on a generated module, traced back to
-// the profile.
-type CompileError struct {
-	Arch  string
-	Diags []Diag
-	Log   string // NVRTC's full log
-}
-
-func (e *CompileError) Error() string {
-	var lines []string
-	for _, d := range e.Diags {
-		if strings.HasSuffix(d.Kind, "error") {
-			lines = append(lines, "  "+d.String())
-		}
-	}
-	if len(lines) == 0 {
-		return fmt.Sprintf("gpu backend: NVRTC failed to compile the profile for %s:\n%s", e.Arch, strings.TrimSpace(e.Log))
-	}
-	return fmt.Sprintf("gpu backend: NVRTC failed to compile the profile for %s (see ncclhooks gen for the generated source):\n%s",
-		e.Arch, strings.Join(lines, "\n"))
-}
-
-func traceError(m *hookgen.Module, arch string, ce *nvrtc.CompileError) *CompileError {
-	e := &CompileError{Arch: arch, Log: ce.Log}
-	for _, l := range ce.Lines {
-		d := Diag{Line: l.Line, Kind: l.Kind, Msg: l.Msg}
-		if span, ok := m.Trace(l.Line); ok {
-			d.Pos, d.Hook, d.What = span.Pos, span.Hook, span.What
-		}
-		e.Diags = append(e.Diags, d)
-	}
-	return e
-}
 
 // CheckEntryAddress refuses a hook address that cannot be called from
 // another module. Relocatable code loaded by cuModuleLoadData resolves to an

@@ -122,20 +122,14 @@ const (
 	eifmtSVal       = 0x04 // attribute with a u16 size and a payload
 )
 
-// EntryResources reads the resources of ncclhooks_entry from a linked cubin.
+// EntryResources reads the resources of ncclhooks_entry from a linked cubin:
+// its symbols (the entry and the functions beside it), its .nv.info
+// attributes (registers, frame) and its relocations (calls, addresses).
 func EntryResources(cubin []byte) (Resources, error) {
 	var r Resources
-	if len(cubin) < 0x18 {
-		return r, errors.New("reading the hook cubin: too short for an ELF file")
-	}
-	// A cubin keeps its CUDA ABI version where ELF keeps its own (e_ident and
-	// e_version), which debug/elf refuses: read a copy that says version 1.
-	img := append([]byte(nil), cubin...)
-	img[elf.EI_VERSION] = byte(elf.EV_CURRENT)
-	binary.LittleEndian.PutUint32(img[0x14:], uint32(elf.EV_CURRENT))
-	f, err := elf.NewFile(bytes.NewReader(img))
+	f, err := openCubin(cubin)
 	if err != nil {
-		return r, fmt.Errorf("reading the hook cubin: %w", err)
+		return r, err
 	}
 	syms, err := f.Symbols()
 	if err != nil {
@@ -156,13 +150,40 @@ func EntryResources(cubin []byte) (Resources, error) {
 		return r, fmt.Errorf("the hook cubin has no function %s", hookgen.SymEntry)
 	}
 	sort.Strings(r.Calls)
+	if err := r.readInfo(f, entry); err != nil {
+		return r, err
+	}
+	err = r.readRelocations(f, syms) // before r is returned: it adds to r
+	return r, err
+}
+
+// openCubin opens a cubin as an ELF file.
+func openCubin(cubin []byte) (*elf.File, error) {
+	if len(cubin) < 0x18 {
+		return nil, errors.New("reading the hook cubin: too short for an ELF file")
+	}
+	// A cubin keeps its CUDA ABI version where ELF keeps its own (e_ident and
+	// e_version), which debug/elf refuses: read a copy that says version 1.
+	img := append([]byte(nil), cubin...)
+	img[elf.EI_VERSION] = byte(elf.EV_CURRENT)
+	binary.LittleEndian.PutUint32(img[0x14:], uint32(elf.EV_CURRENT))
+	f, err := elf.NewFile(bytes.NewReader(img))
+	if err != nil {
+		return nil, fmt.Errorf("reading the hook cubin: %w", err)
+	}
+	return f, nil
+}
+
+// readInfo reads the register count and frame size of the function at
+// symbol index entry from the cubin's .nv.info section.
+func (r *Resources) readInfo(f *elf.File, entry int) error {
 	info := f.Section(".nv.info")
 	if info == nil {
-		return r, errors.New("the hook cubin has no .nv.info section")
+		return errors.New("the hook cubin has no .nv.info section")
 	}
 	data, err := info.Data()
 	if err != nil {
-		return r, fmt.Errorf("reading .nv.info: %w", err)
+		return fmt.Errorf("reading .nv.info: %w", err)
 	}
 	regs := -1
 	for p := 0; p+4 <= len(data); {
@@ -186,31 +207,38 @@ func EntryResources(cubin []byte) (Resources, error) {
 		}
 	}
 	if regs < 0 {
-		return r, fmt.Errorf("the hook cubin's .nv.info gives no register count for %s", hookgen.SymEntry)
+		return fmt.Errorf("the hook cubin's .nv.info gives no register count for %s", hookgen.SymEntry)
 	}
 	r.Registers = regs
-	// Calls: after linking, a helper the compiler calls (its division slow path,
-	// say) is folded into the entry's own code and keeps no symbol; the call's
-	// return address is still relocated, against a function symbol.
-	if rela := f.Section(".rela.text." + hookgen.SymEntry); rela != nil {
-		data, err := rela.Data()
-		if err != nil {
-			return r, fmt.Errorf("reading the entry's relocations: %w", err)
-		}
-		for p := 0; p+24 <= len(data); p += 24 { // Elf64_Rela
-			sym := int(binary.LittleEndian.Uint64(data[p+8:]) >> 32)
-			name := fmt.Sprintf("#%d", sym)
-			if sym >= 1 && sym <= len(syms) {
-				if elf.ST_TYPE(syms[sym-1].Info) == elf.STT_FUNC {
-					r.Calls = appendNew(r.Calls, "a subroutine (a compiler helper folded into the hook)")
-					continue
-				}
-				name = syms[sym-1].Name
-			}
-			r.Addresses = appendNew(r.Addresses, name)
-		}
+	return nil
+}
+
+// readRelocations adds the calls and module addresses of the entry's
+// relocations. After linking, a helper the compiler calls (its division slow
+// path, say) is folded into the entry's own code and keeps no symbol; the
+// call's return address is still relocated, against a function symbol.
+func (r *Resources) readRelocations(f *elf.File, syms []elf.Symbol) error {
+	rela := f.Section(".rela.text." + hookgen.SymEntry)
+	if rela == nil {
+		return nil
 	}
-	return r, nil
+	data, err := rela.Data()
+	if err != nil {
+		return fmt.Errorf("reading the entry's relocations: %w", err)
+	}
+	for p := 0; p+24 <= len(data); p += 24 { // Elf64_Rela
+		sym := int(binary.LittleEndian.Uint64(data[p+8:]) >> 32)
+		name := fmt.Sprintf("#%d", sym)
+		if sym >= 1 && sym <= len(syms) {
+			if elf.ST_TYPE(syms[sym-1].Info) == elf.STT_FUNC {
+				r.Calls = appendNew(r.Calls, "a subroutine (a compiler helper folded into the hook)")
+				continue
+			}
+			name = syms[sym-1].Name
+		}
+		r.Addresses = appendNew(r.Addresses, name)
+	}
+	return nil
 }
 
 func appendNew(list []string, s string) []string {

@@ -102,16 +102,16 @@ func (b *bench) emit(title string, header []string, rows [][]string) {
 	}
 }
 
+// run measures on the bench device in phases: the device and harness, the
+// reference hooks (counting, nop) and the profiles (init time), the hook cost
+// per call, then the sustained rates.
 func (b *bench) run(profiles []string, rates []float64) error {
 	dev, err := b.lib.Device(b.ordinal)
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
-	major, minor := b.lib.NVRTCVersion()
-	fmt.Fprintf(b.md, "\n## %s: device %d %s (%s), driver %d, NVRTC %d.%d\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), b.ordinal, dev.Name, dev.Arch(), b.lib.DriverVersion(), major, minor)
-	fmt.Fprintf(b.out, "device %d: %s (%s), driver %d, NVRTC %d.%d\n", b.ordinal, dev.Name, dev.Arch(), b.lib.DriverVersion(), major, minor)
+	b.header(dev)
 	h, err := gpu.New(dev, nil)
 	if err != nil {
 		return err
@@ -133,21 +133,54 @@ func (b *bench) run(profiles []string, rates []float64) error {
 		return err
 	}
 	defer nop.Close()
-	hooks := []gpu.Hook{counter.Hook}
+	loaded, err := b.loadProfiles(profiles)
+	defer func() {
+		for i := len(loaded) - 1; i >= 0; i-- {
+			loaded[i].close()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	if err := b.hookCost(h, counter.Hook, loaded); err != nil {
+		return err
+	}
+	return b.sustainedRates(h, nop.Hook, loaded, rates)
+}
+
+// header names the device, the driver and NVRTC, with the date in the
+// markdown results.
+func (b *bench) header(dev *nvrtc.Device) {
+	major, minor := b.lib.NVRTCVersion()
+	fmt.Fprintf(b.md, "\n## %s: device %d %s (%s), driver %d, NVRTC %d.%d\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), b.ordinal, dev.Name, dev.Arch(), b.lib.DriverVersion(), major, minor)
+	fmt.Fprintf(b.out, "device %d: %s (%s), driver %d, NVRTC %d.%d\n", b.ordinal, dev.Name, dev.Arch(), b.lib.DriverVersion(), major, minor)
+}
+
+// loadProfiles loads each profile (see load) and emits their init times. The
+// profiles loaded are returned even with an error, for the caller to close.
+func (b *bench) loadProfiles(profiles []string) ([]*loadedProfile, error) {
 	var inits [][]string
 	var loaded []*loadedProfile
 	for _, path := range profiles {
 		lp, initRows, err := b.load(strings.TrimSpace(path))
 		if err != nil {
-			return err
+			return loaded, err
 		}
-		defer lp.close()
 		loaded = append(loaded, lp)
 		inits = append(inits, initRows...)
-		hooks = append(hooks, gpu.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx())})
 	}
 	b.emit("Plugin init per device (compile + load + resolve)", []string{"profile", "cache", "compile", "load", "total"}, inits)
+	return loaded, nil
+}
 
+// hookCost measures the cost per call of the counting hook and the profiles'
+// hooks against the nop hook, and prints what the profiles' drains saw.
+func (b *bench) hookCost(h *gpu.Harness, counter gpu.Hook, loaded []*loadedProfile) error {
+	hooks := []gpu.Hook{counter}
+	for _, lp := range loaded {
+		hooks = append(hooks, lp.hook())
+	}
 	costs, err := h.HookCost(hooks, gpu.CostOptions{})
 	if err != nil {
 		return err
@@ -162,8 +195,14 @@ func (b *bench) run(profiles []string, rates []float64) error {
 		st := lp.sink.last()
 		fmt.Fprintf(b.out, "  %s during the cost runs: matched %d, records %d, dropped %d\n", lp.name, st.Matched, st.Records, st.Dropped)
 	}
+	return nil
+}
 
-	rows = nil
+// sustainedRates runs each profile at each rate (under the CPU profile, if
+// one was asked for) and emits the rates achieved, the drops and the drain's
+// CPU.
+func (b *bench) sustainedRates(h *gpu.Harness, nop gpu.Hook, loaded []*loadedProfile, rates []float64) error {
+	var rows [][]string
 	cfg := gpu.DefaultConfig()
 	cfg.Comms, cfg.Channels, cfg.Batches, cfg.ItemsPerBatch, cfg.BytesPerItem = 4, 16, 2000, 4, 16
 	cfg.FuncIDs = nil
@@ -184,36 +223,47 @@ func (b *bench) run(profiles []string, rates []float64) error {
 	for _, lp := range loaded {
 		for _, rate := range rates {
 			cfg.EventRate = rate
-			nopCPU, _, err := cpuDuring(func() error { _, err := h.Throughput(nop.Hook, cfg); return err })
+			row, err := rateRow(h, nop, lp, cfg)
 			if err != nil {
 				return err
 			}
-			lp.drainer.Flush(false)
-			before := lp.sink.last()
-			var tp *gpu.Throughput
-			cpu, wall, err := cpuDuring(func() error {
-				var err error
-				tp, err = h.Throughput(gpu.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx())}, cfg)
-				if err == nil {
-					time.Sleep(20 * time.Millisecond) // let the drain catch up before the dump
-					lp.drainer.Flush(false)
-				}
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			after := lp.sink.last()
-			drainCPU := (cpu - nopCPU).Seconds() / wall.Seconds() * 100
-			rows = append(rows, []string{lp.name, fmt.Sprintf("%.3g", rate), fmt.Sprintf("%.3g", tp.EventsPerSec),
-				fmt.Sprint(after.Matched - before.Matched), fmt.Sprint(after.Records - before.Records),
-				fmt.Sprintf("%d (device %d, ring %d)", after.Dropped-before.Dropped, after.DroppedBufferFull-before.DroppedBufferFull,
-					after.DroppedRingFull-before.DroppedRingFull), fmt.Sprintf("%.0f%%", max(drainCPU, 0))})
+			rows = append(rows, row)
 		}
 	}
 	b.emit("Sustained event rate (4 comms x 16 channels, paced) and drain CPU (process CPU over the nop run's, % of one core)",
 		[]string{"profile", "target ev/s", "achieved ev/s", "matched", "records", "dropped", "drain CPU"}, rows)
 	return nil
+}
+
+// rateRow runs the nop hook, then the profile's, at cfg.EventRate: the
+// profile's row of what it achieved, its drain's counts over the run and the
+// CPU over the nop run's.
+func rateRow(h *gpu.Harness, nop gpu.Hook, lp *loadedProfile, cfg gpu.Config) ([]string, error) {
+	nopCPU, _, err := cpuDuring(func() error { _, err := h.Throughput(nop, cfg); return err })
+	if err != nil {
+		return nil, err
+	}
+	lp.drainer.Flush(false)
+	before := lp.sink.last()
+	var tp *gpu.Throughput
+	cpu, wall, err := cpuDuring(func() error {
+		var err error
+		tp, err = h.Throughput(lp.hook(), cfg)
+		if err == nil {
+			time.Sleep(20 * time.Millisecond) // let the drain catch up before the dump
+			lp.drainer.Flush(false)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	after := lp.sink.last()
+	drainCPU := (cpu - nopCPU).Seconds() / wall.Seconds() * 100
+	return []string{lp.name, fmt.Sprintf("%.3g", cfg.EventRate), fmt.Sprintf("%.3g", tp.EventsPerSec),
+		fmt.Sprint(after.Matched - before.Matched), fmt.Sprint(after.Records - before.Records),
+		fmt.Sprintf("%d (device %d, ring %d)", after.Dropped-before.Dropped, after.DroppedBufferFull-before.DroppedBufferFull,
+			after.DroppedRingFull-before.DroppedRingFull), fmt.Sprintf("%.0f%%", max(drainCPU, 0))}, nil
 }
 
 // loadedProfile is a profile compiled and loaded on the bench device with a
@@ -228,6 +278,11 @@ type loadedProfile struct {
 func (lp *loadedProfile) close() {
 	lp.drainer.Close()
 	lp.dev.Close()
+}
+
+// hook is the harness's view of a loaded profile's hook.
+func (lp *loadedProfile) hook() gpu.Hook {
+	return gpu.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx())}
 }
 
 // load compiles the profile twice, through an empty cache and through the

@@ -100,7 +100,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) error {
 
 // readOptions sets up reading, with a progress line when stderr is a terminal.
 func readOptions(allowMixed bool, stderr io.Writer) report.Options {
-	opts := report.Options{AllowMixed: allowMixed}
+	opts := report.Options{AllowMixed: allowMixed, Warn: func(msg string) { fmt.Fprintln(stderr, "warning: "+msg) }}
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
 		opts.Progress = progressLine(f)
 	}

@@ -276,3 +276,28 @@ hooks:
 		t.Errorf("%d aggregate rows checked exact, want 4 (2 aggregates x 2 devices):\n%s", n, out)
 	}
 }
+
+// A float sum that overflows is written as "+Inf" (JSON has no infinity);
+// the project's own readers (run's check, report) must accept what the
+// plugin writes (issue 13 item 4).
+func TestOverflowingFloatSumIsReadBack(t *testing.T) {
+	dir := t.TempDir()
+	prof := writeFile(t, dir, "inf.yaml", `version: 1
+name: inf
+hooks:
+  - name: big
+    aggregate:
+      - {name: huge, kind: sum, value: "timestamp * 1.0e300"}
+`)
+	out, code := cli(t, "run", prof, "--backend", "cpu", "--out", filepath.Join(dir, "out"), "--devices", "1", "--comms", "1", "--channels", "2", "--items", "100")
+	if code != 0 || !strings.Contains(out, "result: exact") {
+		t.Fatalf("run: exit %d:\n%s", code, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "out", "*.jsonl"))
+	if data, _ := os.ReadFile(files[0]); !strings.Contains(string(data), `"sum":"+Inf"`) {
+		t.Fatalf("the sum did not overflow to +Inf:\n%s", data)
+	}
+	if out, code := cli(t, "report", filepath.Join(dir, "out")); code != 0 {
+		t.Errorf("report: exit %d:\n%s", code, out)
+	}
+}

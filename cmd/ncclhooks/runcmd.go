@@ -13,27 +13,12 @@ import (
 	"github.com/ncclhooks/ncclhooks/nvrtc"
 )
 
+// runRun runs a profile through the harness: flags, the backend, the
+// plugin's environment, the run, then its summary.
 func runRun(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	var cfg harness.Config
-	backend := fs.String("backend", "auto", "where hooks run: auto (gpu when one is present, else cpu), gpu, cpu")
-	pluginPath := fs.String("plugin", defaultPlugin(), "the plugin library to load")
-	out := fs.String("out", "", "output directory (NCCL_HOOKS_DUMP_DIR; default: the profile's output.dump_dir)")
-	fs.IntVar(&cfg.Devices, "devices", 2, "devices (simulated on cpu; on gpu at most the GPUs present)")
-	fs.IntVar(&cfg.CommsPerDevice, "comms", 2, "communicators per device, concurrent, with the same channel ids")
-	fs.IntVar(&cfg.Channels, "channels", 4, "channels per communicator")
-	fs.IntVar(&cfg.Items, "items", 2000, "work items per channel (per launch on gpu)")
-	fs.IntVar(&cfg.Batch, "batch", 4, "work items per batch (STARTs, work, STOPs)")
-	fs.IntVar(&cfg.WorkFloats, "work", 256, "cpu: floats reduced per work item")
-	fs.IntVar(&cfg.BytesPerItem, "bytes", 64<<10, "gpu: bytes moved per work item")
-	fs.BoolVar(&cfg.Graph, "graph", false, "gpu: capture the launches in a CUDA graph and replay it")
-	fs.IntVar(&cfg.Replays, "replays", 1, "gpu: launches (or graph replays) per communicator")
-	noVerify := fs.Bool("no-verify", false, "skip the per-event log and record-by-record check (faster, for rates)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: ncclhooks run PROFILE [flags]")
-		fs.PrintDefaults()
-	}
+	var rf runFlags
+	fs := runFlagSet(stderr, &cfg, &rf)
 	if err := parseInterspersed(fs, args); err != nil {
 		return 2
 	}
@@ -47,8 +32,71 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	cfg.Verify = !*noVerify
-	cfg.Backend = *backend
+	cfg.Verify = !rf.noVerify
+	if code := chooseBackend(&cfg, rf.backend, stderr); code != 0 {
+		return code
+	}
+	cfg.OutputDir = rf.out
+	if cfg.OutputDir == "" {
+		// As inside a job: a relative dump_dir is relative to the
+		// process's working directory.
+		cfg.OutputDir = prof.Output.DumpDir
+	}
+	// The plugin reads its knobs when it is loaded, as it does inside NCCL.
+	os.Setenv("NCCL_HOOKS_PROFILE", profPath)
+	os.Setenv("NCCL_HOOKS_BACKEND", cfg.Backend)
+	os.Setenv("NCCL_HOOKS_DUMP_DIR", cfg.OutputDir)
+	p, err := harness.Open(rf.plugin)
+	if err != nil {
+		fmt.Fprintf(stderr, "ncclhooks run: %v (build it with make build, or pass --plugin)\n", err)
+		return 2
+	}
+	s, err := harness.Run(p, prof, cfg)
+	if s != nil {
+		printLog(stdout, s.Log)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ncclhooks run: %v\n", err)
+		return 1
+	}
+	return printRunSummary(stdout, s, prof, p, cfg)
+}
+
+// runFlags are the run command's flags besides the harness's Config.
+type runFlags struct {
+	backend, plugin, out string
+	noVerify             bool
+}
+
+// runFlagSet defines the run command's flags into cfg and rf.
+func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&rf.backend, "backend", "auto", "where hooks run: auto (gpu when one is present, else cpu), gpu, cpu")
+	fs.StringVar(&rf.plugin, "plugin", defaultPlugin(), "the plugin library to load")
+	fs.StringVar(&rf.out, "out", "", "output directory (NCCL_HOOKS_DUMP_DIR; default: the profile's output.dump_dir)")
+	fs.IntVar(&cfg.Devices, "devices", 2, "devices (simulated on cpu; on gpu at most the GPUs present)")
+	fs.IntVar(&cfg.CommsPerDevice, "comms", 2, "communicators per device, concurrent, with the same channel ids")
+	fs.IntVar(&cfg.Channels, "channels", 4, "channels per communicator")
+	fs.IntVar(&cfg.Items, "items", 2000, "work items per channel (per launch on gpu)")
+	fs.IntVar(&cfg.Batch, "batch", 4, "work items per batch (STARTs, work, STOPs)")
+	fs.IntVar(&cfg.WorkFloats, "work", 256, "cpu: floats reduced per work item")
+	fs.IntVar(&cfg.BytesPerItem, "bytes", 64<<10, "gpu: bytes moved per work item")
+	fs.BoolVar(&cfg.Graph, "graph", false, "gpu: capture the launches in a CUDA graph and replay it")
+	fs.IntVar(&cfg.Replays, "replays", 1, "gpu: launches (or graph replays) per communicator")
+	fs.BoolVar(&rf.noVerify, "no-verify", false, "skip the per-event log and record-by-record check (faster, for rates)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: ncclhooks run PROFILE [flags]")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// chooseBackend sets cfg.Backend from --backend (auto: gpu when one is
+// present) and caps the devices at the GPUs present; it returns the exit
+// code of a refusal, or 0.
+func chooseBackend(cfg *harness.Config, backend string, stderr io.Writer) int {
+	cfg.Backend = backend
 	if cfg.Backend == "auto" {
 		cfg.Backend = "cpu"
 		if n, err := gpuCount(); err == nil && n > 0 {
@@ -65,29 +113,12 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 			cfg.Devices = n
 		}
 	}
-	cfg.OutputDir = *out
-	if cfg.OutputDir == "" {
-		// As inside a job: a relative dump_dir is relative to the
-		// process's working directory.
-		cfg.OutputDir = prof.Output.DumpDir
-	}
-	// The plugin reads its knobs when it is loaded, as it does inside NCCL.
-	os.Setenv("NCCL_HOOKS_PROFILE", profPath)
-	os.Setenv("NCCL_HOOKS_BACKEND", cfg.Backend)
-	os.Setenv("NCCL_HOOKS_DUMP_DIR", cfg.OutputDir)
-	p, err := harness.Open(*pluginPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "ncclhooks run: %v (build it with make build, or pass --plugin)\n", err)
-		return 2
-	}
-	s, err := harness.Run(p, prof, cfg)
-	if s != nil {
-		printLog(stdout, s.Log)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "ncclhooks run: %v\n", err)
-		return 1
-	}
+	return 0
+}
+
+// printRunSummary prints what the run emitted and what the plugin accounted
+// for; it returns 0 when they agree exactly.
+func printRunSummary(stdout io.Writer, s *harness.Summary, prof *config.Profile, p *harness.Plugin, cfg harness.Config) int {
 	fmt.Fprintf(stdout, "\nncclhooks run: profile %q on the %s backend, plugin %s (ncclProfiler_v%d)\n", prof.Name, cfg.Backend, p.Path, p.Version)
 	fmt.Fprintf(stdout, "%d devices x %d communicators x %d channels x %d items: %d events in %v (%.2f M events/s)\n\n",
 		cfg.Devices, cfg.CommsPerDevice, cfg.Channels, cfg.Items*max(cfg.Replays, 1), s.Emitted, s.Emit.Round(1e3), s.EventsPerSec()/1e6)

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/ncclhooks/ncclhooks/nvrtc"
 )
 
 // CostOptions shapes the per-call cost benchmark. Zero fields take the
@@ -94,16 +96,31 @@ func (h *Harness) HookCost(hooks []Hook, opt CostOptions) (_ []HookCost, err err
 	if err := h.dev.CopyHtoD(idsDev, ids, stream); err != nil {
 		return nil, err
 	}
-	out := make([]byte, 16*opt.Blocks)
-	outDev, err := h.dev.Alloc(len(out))
+	outDev, err := h.dev.Alloc(16 * opt.Blocks)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, h.dev.Free(outDev)) }()
+	samples, err := h.costRounds(all, opt, stream, idsDev, outDev)
+	if err != nil {
+		return nil, err
+	}
+	return samples.rows(all), nil
+}
 
-	ns := make([][]float64, len(all)) // [hook][round] mean ns per call
-	cycles := make([][]float64, len(all))
-	maxBlock := make([]float64, len(all))
+// costSamples are the cost benchmark's measurements, by hook: the mean ns
+// and cycles per call over the blocks of each round, and the slowest block
+// of any round.
+type costSamples struct {
+	ns, cycles [][]float64 // [hook][round]
+	maxBlock   []float64
+}
+
+// costRounds runs a warm-up round and opt.Rounds timed rounds of the cost
+// kernel for each hook; outDev holds 16 bytes per block (ns, cycles).
+func (h *Harness) costRounds(all []Hook, opt CostOptions, stream *nvrtc.Stream, idsDev, outDev uint64) (*costSamples, error) {
+	out := make([]byte, 16*opt.Blocks)
+	s := &costSamples{ns: make([][]float64, len(all)), cycles: make([][]float64, len(all)), maxBlock: make([]float64, len(all))}
 	// Rounds interleave the hooks so that clock changes hit them alike.
 	for round := -1; round < opt.Rounds; round++ {
 		for i, hk := range all {
@@ -123,26 +140,32 @@ func (h *Harness) HookCost(hooks []Hook, opt CostOptions) (_ []HookCost, err err
 				perCall := float64(binary.LittleEndian.Uint64(out[16*b:])) / float64(opt.Calls)
 				sumNs += perCall
 				sumCycles += float64(binary.LittleEndian.Uint64(out[16*b+8:])) / float64(opt.Calls)
-				maxBlock[i] = max(maxBlock[i], perCall)
+				s.maxBlock[i] = max(s.maxBlock[i], perCall)
 			}
-			ns[i] = append(ns[i], sumNs/float64(opt.Blocks))
-			cycles[i] = append(cycles[i], sumCycles/float64(opt.Blocks))
+			s.ns[i] = append(s.ns[i], sumNs/float64(opt.Blocks))
+			s.cycles[i] = append(s.cycles[i], sumCycles/float64(opt.Blocks))
 		}
 	}
+	return s, nil
+}
+
+// rows are the hooks' costs (medians over the rounds), with the ratio of each
+// to the first hook, the nop.
+func (s *costSamples) rows(all []Hook) []HookCost {
 	rows := make([]HookCost, len(all))
 	for i, hk := range all {
 		rows[i] = HookCost{
 			Hook:              hk.Name,
-			NsPerCall:         median(ns[i]),
-			MinNsPerCall:      slices.Min(ns[i]),
-			MaxBlockNsPerCall: maxBlock[i],
-			CyclesPerCall:     median(cycles[i]),
+			NsPerCall:         median(s.ns[i]),
+			MinNsPerCall:      slices.Min(s.ns[i]),
+			MaxBlockNsPerCall: s.maxBlock[i],
+			CyclesPerCall:     median(s.cycles[i]),
 		}
 	}
 	for i := range rows {
 		rows[i].RatioToNop = rows[i].NsPerCall / rows[0].NsPerCall
 	}
-	return rows, nil
+	return rows
 }
 
 func median(v []float64) float64 {

@@ -4,6 +4,19 @@
 // repeats that `cycles` times in one process. Build: cc -O2 -pthread -rdynamic
 // -I../abi cdriver.c -ldl. Output: "LOG <level> <msg>" per plugin log line, then
 // "EMITTED <device> <events>" and "HOOK <cycle> <device> <0|1>".
+//
+// Faults, injected as they happen to a job (environment variables):
+// CDRIVER_FSIZE=N: a file-size limit of N bytes (RLIMIT_FSIZE, SIGXFSZ
+// ignored: writes fail with EFBIG as on a full disk) from after cycle 0's
+// getDeviceHook until cycle 1's init (a transient full disk).
+// CDRIVER_WORK=N: N multiply-adds between events instead of 64 (0: the
+// hooks are called back to back, an overload).
+// CDRIVER_SIGTERM=1: SIGTERM to itself after cycle 0's events, with no
+// finalize (a job killed by its launcher).
+// CDRIVER_PLANT_DIR=D, CDRIVER_PLANT_TARGET=T: before loading the plugin, a
+// symlink D/ncclhooks-<host>-<pid>.jsonl -> T (planted in a shared dump
+// directory) and a regular file D/ncclhooks-<host>-<pid>.1.jsonl (an
+// earlier run with the same host and pid).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -12,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ncclhooks_abi.h"
 
@@ -37,6 +53,8 @@ static void logger(int level, unsigned long flags, const char* file, int line, c
 
 typedef struct { ncclProfilerDevHook_t hook; void* ctx; int channel, items; uint64_t base; } chan_t;
 
+static int work = 64; // CDRIVER_WORK: multiply-adds between events (0: overload)
+
 static void* run(void* a) {
   chan_t* c = (chan_t*)a;
   volatile double sink = 0;
@@ -51,7 +69,7 @@ static void* run(void* a) {
       e.timestamp = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
       e.phase = (uint8_t)ph;
       if (c->hook) c->hook(&e, c->ctx);
-      for (int k = 0; k < 64; k++) sink += k * 0.5;
+      for (int k = 0; k < work; k++) sink += k * 0.5;
     }
   }
   return NULL;
@@ -62,7 +80,22 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: cdriver PLUGIN DEVICES COMMS CHANNELS ITEMS CYCLES\n");
     return 2;
   }
+  if (getenv("CDRIVER_WORK")) work = atoi(getenv("CDRIVER_WORK"));
   int devs = atoi(argv[2]), comms = atoi(argv[3]), chans = atoi(argv[4]), items = atoi(argv[5]), cycles = atoi(argv[6]);
+  const char* plantDir = getenv("CDRIVER_PLANT_DIR");
+  if (plantDir) {
+    char host[256] = {0}, path[1024];
+    gethostname(host, sizeof host - 1);
+    for (char* c = host; *c; c++)
+      if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '-' || *c == '_')) *c = '_';
+    snprintf(path, sizeof path, "%s/ncclhooks-%s-%d.jsonl", plantDir, host, (int)getpid());
+    if (symlink(getenv("CDRIVER_PLANT_TARGET"), path) != 0) { perror("symlink"); return 1; }
+    snprintf(path, sizeof path, "%s/ncclhooks-%s-%d.1.jsonl", plantDir, host, (int)getpid());
+    FILE* f = fopen(path, "w");
+    if (!f) { perror(path); return 1; }
+    fputs("{\"type\":\"header\",\"format\":1,\"profile\":\"old-run\"}\n", f);
+    fclose(f);
+  }
   void* h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
   // v6 is v7's prefix: read either through v7, getDeviceHook only for v7.
@@ -71,7 +104,12 @@ int main(int argc, char** argv) {
   if (!p) { p = (ncclProfiler_v7_t*)dlsym(h, "ncclProfiler_v6"); v = 6; }
   if (!p) { fprintf(stderr, "no ncclProfiler_v7/v6\n"); return 1; }
   printf("VERSION %d %s\n", v, p->name);
+  fflush(stdout);
+  const char* fsize = getenv("CDRIVER_FSIZE");
+  struct rlimit rl0;
+  getrlimit(RLIMIT_FSIZE, &rl0);
   for (int cy = 0; cy < cycles; cy++) {
+    if (fsize && cy == 1) setrlimit(RLIMIT_FSIZE, &rl0); // the disk has room again
     int n = devs * comms;
     void** ctx = calloc(n, sizeof(void*));
     for (int i = 0; i < n; i++) {
@@ -85,6 +123,12 @@ int main(int argc, char** argv) {
       if (v == 7) p->getDeviceHook(d, &hooks[d], &hctx[d]);
       printf("HOOK %d %d %d\n", cy, d, hooks[d] != NULL);
     }
+    if (fsize && cy == 0) {
+      struct rlimit rl = rl0;
+      rl.rlim_cur = (rlim_t)atol(fsize);
+      signal(SIGXFSZ, SIG_IGN);
+      setrlimit(RLIMIT_FSIZE, &rl);
+    }
     int nt = n * chans;
     pthread_t* t = calloc(nt, sizeof(pthread_t));
     chan_t* cs = calloc(nt, sizeof(chan_t));
@@ -96,6 +140,13 @@ int main(int argc, char** argv) {
     for (int i = 0; i < nt; i++) pthread_join(t[i], NULL);
     for (int d = 0; d < devs; d++)
       printf("EMITTED %d %d %ld\n", cy, d, hooks[d] ? (long)comms * chans * items * 2 : 0L);
+    fflush(stdout);
+    if (getenv("CDRIVER_SIGTERM")) {
+      printf("SIGTERM\n");
+      fflush(stdout);
+      kill(getpid(), SIGTERM);
+      for (;;) pause();
+    }
     for (int i = 0; i < n; i++) p->finalize(ctx[i]);
     p->finalize(NULL); // a communicator whose init failed: must be harmless
     free(ctx); free(hooks); free(hctx); free(t); free(cs);
