@@ -3,7 +3,6 @@ package rings
 import (
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -167,6 +166,44 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 	k.head = head
 	k.stageTo = 0 // staged words are only good for the pass that loaded them
 	from := k.pos
+	k.lap(head, ps)
+	for k.pos < head {
+		if k.dropNewest && k.pos >= k.limitTried {
+			// Past every limit a producer can have seen: holes, all of them.
+			k.skipHoles(head, ps)
+			break
+		}
+		switch k.decide(head, ps, &res) {
+		case stepAgain:
+			continue
+		case stepStop:
+			res.pending = true
+			res.advanced = k.pos != from
+			res.decided = k.pos - from
+			k.publishLimit()
+			return res
+		}
+		k.pos++
+	}
+	k.skipToLiveHead(ps)
+	k.publishLimit()
+	res.advanced = k.pos != from
+	res.decided = k.pos - from
+	return res
+}
+
+// step says what decide did with position pos.
+type step int
+
+const (
+	stepDecided step = iota // pos is decided: go on to the next position
+	stepAgain               // its record landed while decide waited: decide pos again
+	stepStop                // pos is not written yet and has not waited long enough: end the pass
+)
+
+// lap decides the positions [pos, head-N) of an overwrite_oldest buffer as
+// overwritten at once.
+func (k *consumer) lap(head uint64, ps *pass) {
 	if !k.dropNewest && head-k.pos > k.n {
 		// Lapped: the slots of [pos, head-N) already hold later positions.
 		lapped := head - k.n - k.pos
@@ -174,222 +211,104 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 		k.pos = head - k.n
 		ps.drop(k, stageOverwritten, lapped)
 	}
-	for k.pos < head {
-		if k.dropNewest && k.pos >= k.limitTried {
-			// Past every limit a producer can have seen: holes, all of them.
-			k.skipHoles(head, ps)
-			break
-		}
-		p := k.pos
-		s := uint32(p + 1)
-		j := p & (k.n - 1)
-		buf := k.ring.Reserve()
-		if buf == nil && ps.makeRoom != nil {
-			ps.makeRoom(k)
-			buf = k.ring.Reserve()
-		}
-		// Load every word once; the stamp and the chunk of a word come from
-		// the same single-copy-atomic load, so a word is trusted on its own.
-		if p < k.stageFrom || p >= k.stageTo {
-			k.fill(p, head)
-		}
-		staged := k.stage[int(p-k.stageFrom)*k.chunks:]
-		equal, isNewer := 0, false
-		for i := range k.words {
-			w := staged[i]
-			k.words[i] = w
-			switch x := uint32(w >> 32); {
-			case x == s:
-				equal++
-			case newer(x, s, k.n):
-				isNewer = true
-			}
-		}
-		var hole uint32
-		if k.dropNewest && equal != k.chunks {
-			hole = atomic.LoadUint32(&k.holes[j])
-		}
-		switch {
-		case equal == k.chunks:
-			if buf == nil {
-				k.ring.Refuse()
-				ps.drop(k, stageRingFull, 1)
-				break
-			}
-			for i, w := range k.words {
-				binary.LittleEndian.PutUint32(buf[4*i:], uint32(w))
-			}
-			k.ring.Commit(p)
+}
+
+// decide decides position pos by the rules of drain's comment, from its
+// slot's words and, for drop_newest, its hole cell. The ring slot is
+// reserved before the words are loaded.
+func (k *consumer) decide(head uint64, ps *pass, res *passResult) step {
+	p := k.pos
+	s := uint32(p + 1)
+	j := p & (k.n - 1)
+	buf := k.reserve(ps)
+	equal, isNewer := k.load(p, head, s)
+	var hole uint32
+	if k.dropNewest && equal != k.chunks {
+		hole = atomic.LoadUint32(&k.holes[j])
+	}
+	switch {
+	case equal == k.chunks:
+		if k.emit(p, buf, ps) {
 			res.pushed = true
-		case isNewer:
-			k.overwritten++
-			ps.drop(k, stageOverwritten, 1)
-		case k.dropNewest && hole == s:
+		}
+	case isNewer:
+		k.overwritten++
+		ps.drop(k, stageOverwritten, 1)
+	case k.dropNewest && hole == s:
+		k.bufferFull++
+		ps.drop(k, stageBufferFull, 1)
+	default:
+		// Reserved, not (completely) written yet.
+		holeTaken := equal == 0 && k.dropNewest && newer(hole, s, k.n)
+		return k.unwritten(p, head, s, holeTaken, ps)
+	}
+	return stepDecided
+}
+
+// reserve returns the ring slot for the next record, or nil when the ring is
+// full; at the final drain (makeRoom) a full ring is emptied first.
+func (k *consumer) reserve(ps *pass) []byte {
+	buf := k.ring.Reserve()
+	if buf == nil && ps.makeRoom != nil {
+		ps.makeRoom(k)
+		buf = k.ring.Reserve()
+	}
+	return buf
+}
+
+// emit commits the record of position p, whose words load left in k.words,
+// into the ring slot buf (true), or counts it ring_full when buf is nil.
+func (k *consumer) emit(p uint64, buf []byte, ps *pass) bool {
+	if buf == nil {
+		k.ring.Refuse()
+		ps.drop(k, stageRingFull, 1)
+		return false
+	}
+	for i, w := range k.words {
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(w))
+	}
+	k.ring.Commit(p)
+	return true
+}
+
+// unwritten handles position p (stamp s), reserved but not (completely)
+// written yet: outside a final pass it waits for a late writer as drain's
+// comment says, or stops the pass (stepStop) until p has waited for
+// tornTimeout; then p is decided, buffer_full if holeTaken (no word of its
+// own, a later position's stamp in its hole cell), torn otherwise.
+func (k *consumer) unwritten(p, head uint64, s uint32, holeTaken bool, ps *pass) step {
+	if !ps.final {
+		if p >= k.seenUntil {
+			// Every position up to the head is pending from now on.
+			k.seenUntil, k.seenAt = head, ps.now
+		}
+		if holeTaken {
+			// Under overload most positions look like this. A writer
+			// that saw a newer limit lands within microseconds, so
+			// wait for it here, once per run of positions, rather
+			// than stop the pass: stopping for a poll interval while
+			// the device keeps producing is how a drain falls behind
+			// for good.
+			if k.spin(p&(k.n-1), s, ps) {
+				k.stageTo = 0    // the staged words are stale
+				return stepAgain // its record landed: decide p again
+			}
 			k.bufferFull++
 			ps.drop(k, stageBufferFull, 1)
-		default:
-			// Reserved, not (completely) written yet.
-			holeTaken := equal == 0 && k.dropNewest && newer(hole, s, k.n)
-			if !ps.final {
-				if p >= k.seenUntil {
-					// Every position up to the head is pending from now on.
-					k.seenUntil, k.seenAt = head, ps.now
-				}
-				if holeTaken {
-					// Under overload most positions look like this. A writer
-					// that saw a newer limit lands within microseconds, so
-					// wait for it here, once per run of positions, rather
-					// than stop the pass: stopping for a poll interval while
-					// the device keeps producing is how a drain falls behind
-					// for good.
-					if k.spin(j, s, ps) {
-						k.stageTo = 0 // the staged words are stale
-						continue      // its record landed: decide p again
-					}
-					k.bufferFull++
-					ps.drop(k, stageBufferFull, 1)
-					break
-				}
-				if ps.now.Sub(k.seenAt) < ps.tornTimeout {
-					res.pending = true
-					res.advanced = k.pos != from
-					res.decided = k.pos - from
-					k.publishLimit()
-					return res
-				}
-			}
-			if holeTaken {
-				k.bufferFull++
-				ps.drop(k, stageBufferFull, 1)
-			} else {
-				k.torn++
-				ps.drop(k, stageTorn, 1)
-			}
+			return stepDecided
 		}
-		k.pos++
-	}
-	if k.dropNewest && k.pos >= k.limitTried && k.readHead != nil {
-		// Every position up to the limit is decided. Producers went on
-		// reserving during the pass, and all they reserved from the limit
-		// on are holes: skip them at the live head, so that the limit
-		// published next lies ahead of the producers and the next N
-		// positions can hold records again (see skipHoles).
-		if h, err := k.readHead(); err == nil && h > k.pos {
-			k.head = h
-			k.skipHoles(h, ps)
+		if ps.now.Sub(k.seenAt) < ps.tornTimeout {
+			return stepStop
 		}
 	}
-	k.publishLimit()
-	res.advanced = k.pos != from
-	res.decided = k.pos - from
-	return res
-}
-
-// skipHoles decides positions [pos, to) as buffer_full at once, without
-// reading them; pos must be at or past limitTried. A producer writes a
-// record only below the limit it loaded, and every limit it can have loaded
-// is at most limitTried (the consumer is the only writer, and limits only
-// grow), so no position from there on holds, or will ever hold, a record.
-//
-// This is drop_newest's counterpart of lapping. Without it the consumer
-// decided every hole one at a time and published limit = pos + N from the
-// head it read when the pass began: under sustained overload the producers
-// (a hole costs them one store) had moved more than N past that before the
-// limit landed, every later window was all holes, and the hook stopped
-// recording for good after the buffer first filled (issue 13).
-func (k *consumer) skipHoles(to uint64, ps *pass) {
-	if to <= k.pos {
-		return
+	if holeTaken {
+		k.bufferFull++
+		ps.drop(k, stageBufferFull, 1)
+	} else {
+		k.torn++
+		ps.drop(k, stageTorn, 1)
 	}
-	n := to - k.pos
-	k.bufferFull += n
-	k.pos = to
-	ps.drop(k, stageBufferFull, n)
-}
-
-// Staging: positions loaded ahead per fill, and how many goroutines share a
-// large fill. The device writes the slots into host-mapped memory, so each
-// slot's first load misses the host's caches; loading many slots at once
-// overlaps those misses instead of taking them one by one.
-const (
-	stageMax       = 8192
-	stageParallel  = 4
-	stageSplitMore = 1024 // positions per goroutine before a fill is split
-)
-
-// fill stages the slot words of positions [p, min(head, p+stageMax)).
-func (k *consumer) fill(p, head uint64) {
-	n := min(head-p, stageMax)
-	if need := int(n) * k.chunks; cap(k.stage) < need {
-		k.stage = make([]uint64, stageMax*k.chunks)
-	}
-	k.stage = k.stage[:int(n)*k.chunks]
-	k.stageFrom, k.stageTo = p, p+n
-	load := func(from, to uint64) {
-		for q := from; q < to; q++ {
-			src := int(q&(k.n-1)) * k.chunks
-			dst := int(q-p) * k.chunks
-			for i := 0; i < k.chunks; i++ {
-				k.stage[dst+i] = atomic.LoadUint64(&k.slots[src+i])
-			}
-		}
-	}
-	workers := min(uint64(stageParallel), max(n/stageSplitMore, 1))
-	if workers == 1 {
-		load(p, p+n)
-		return
-	}
-	var wg sync.WaitGroup
-	per := (n + workers - 1) / workers
-	for w := uint64(0); w < workers; w++ {
-		from, to := p+w*per, min(p+(w+1)*per, p+n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			load(from, to)
-		}()
-	}
-	wg.Wait()
-}
-
-// spin re-reads slot j until every word carries stamp s (true) or holeGrace
-// has passed since the run of pending positions began (false).
-func (k *consumer) spin(j uint64, s uint32, ps *pass) bool {
-	base := int(j) * k.chunks
-	for {
-		all := true
-		for i := range k.words {
-			if uint32(atomic.LoadUint64(&k.slots[base+i])>>32) != s {
-				all = false
-				break
-			}
-		}
-		if all {
-			return true
-		}
-		now := time.Now()
-		if now.Sub(k.seenAt) >= ps.holeGrace {
-			return false
-		}
-		ps.now = now
-	}
-}
-
-// publishLimit lets producers use every slot up to N positions past the
-// consumer. A failed write keeps the old limit: positions past it are then
-// counted as buffer_full, which stays exact.
-func (k *consumer) publishLimit() {
-	if !k.dropNewest || k.setLimit == nil {
-		return
-	}
-	l := k.pos + k.n
-	if l <= k.limit {
-		return
-	}
-	k.limitTried = max(k.limitTried, l)
-	if k.setLimit(l) == nil {
-		k.limit = l
-	}
+	return stepDecided
 }
 
 // stats returns the cumulative statistics (delivery deltas not filled in).
