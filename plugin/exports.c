@@ -27,7 +27,6 @@ static funcNameFn funcName(void) {
   return fn;
 }
 
-int hooks_have_func_names(void) { return funcName() != NULL; }
 
 const char* hooks_func_name(int funcId) {
   funcNameFn fn = funcName();

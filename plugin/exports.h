@@ -8,7 +8,6 @@
 
 void hooks_log(int level, const char* msg);
 const char* hooks_func_name(int funcId);
-int hooks_have_func_names(void);
 int hooks_harness_present(void);
 
 #endif
