@@ -220,52 +220,61 @@ func expectAggregates(h *config.Hook, envs []map[string]any) (map[string]map[row
 			}
 		}
 		for i, a := range h.Aggregates {
-			k := rowKey{-1, -1}
-			for _, by := range a.By {
-				switch by {
-				case "funcId":
-					k.fn = min(env["funcId"].(int), config.MaxFuncIDs)
-				case "channelId":
-					k.ch = min(env["channelId"].(int), config.MaxChannels)
-				}
-			}
-			r := res[a.Name][k]
-			if r == nil {
-				r = &aggRow{Min: math.MaxInt64, Max: math.MinInt64}
-				res[a.Name][k] = r
-			}
-			r.Count++
-			if a.Value == nil {
-				continue
-			}
-			v, err := expr.Run(valProgs[i], env)
-			if err != nil {
-				return nil, fmt.Errorf("aggregate %s: %v", a.Name, err)
-			}
-			var iv int64
-			switch x := v.(type) {
-			case int:
-				iv = int64(x)
-				r.SumFloat += float64(x)
-			case float64:
-				iv = int64(x)
-				r.SumFloat += x
-			case bool:
-				if x {
-					iv = 1
-				}
-			}
-			r.SumInt += iv
-			r.Min, r.Max = min(r.Min, iv), max(r.Max, iv)
-			if a.Kind == config.AggHistogram {
-				if r.Buckets == nil {
-					r.Buckets = make([]uint64, a.Buckets.Count())
-				}
-				r.Buckets[bucketOf(a.Buckets, iv)]++
+			if err := accumulate(res[a.Name], a, valProgs[i], env); err != nil {
+				return nil, err
 			}
 		}
 	}
 	return res, nil
+}
+
+// accumulate adds one matched event to the row of aggregate a that its keys
+// select; value is a's compiled value expression (nil for a count).
+func accumulate(rows map[rowKey]*aggRow, a *config.Aggregate, value *vm.Program, env map[string]any) error {
+	k := rowKey{-1, -1}
+	for _, by := range a.By {
+		switch by {
+		case "funcId":
+			k.fn = min(env["funcId"].(int), config.MaxFuncIDs)
+		case "channelId":
+			k.ch = min(env["channelId"].(int), config.MaxChannels)
+		}
+	}
+	r := rows[k]
+	if r == nil {
+		r = &aggRow{Min: math.MaxInt64, Max: math.MinInt64}
+		rows[k] = r
+	}
+	r.Count++
+	if a.Value == nil {
+		return nil
+	}
+	v, err := expr.Run(value, env)
+	if err != nil {
+		return fmt.Errorf("aggregate %s: %v", a.Name, err)
+	}
+	var iv int64
+	switch x := v.(type) {
+	case int:
+		iv = int64(x)
+		r.SumFloat += float64(x)
+	case float64:
+		iv = int64(x)
+		r.SumFloat += x
+	case bool:
+		if x {
+			iv = 1
+		}
+	}
+	r.SumInt += iv
+	r.Min, r.Max = min(r.Min, iv), max(r.Max, iv)
+	if a.Kind == config.AggHistogram {
+		if r.Buckets == nil {
+			r.Buckets = make([]uint64, a.Buckets.Count())
+		}
+		r.Buckets[bucketOf(a.Buckets, iv)]++
+	}
+	return nil
 }
 
 func bucketOf(b config.Buckets, v int64) int {

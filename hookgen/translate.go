@@ -216,19 +216,9 @@ func (t *translator) conditional(n *ast.ConditionalNode) (cexpr, error) {
 // builtin translates a call of a function of the device whitelist
 // (config.DeviceFuncs) and refuses every other.
 func (t *translator) builtin(n *ast.BuiltinNode) (cexpr, error) {
-	args := make([]cexpr, len(n.Arguments))
-	for i, a := range n.Arguments {
-		c, err := t.expr(a)
-		if err != nil {
-			return cexpr{}, err
-		}
-		if c.kind == kindBool {
-			return cexpr{}, t.errorf(a, "%s needs numbers, not bool", n.Name)
-		}
-		args[i] = c
-	}
-	if _, ok := config.LookupDeviceFunc(n.Name); !ok {
-		return cexpr{}, t.errorf(n, "function %s cannot run on the device", n.Name)
+	args, err := t.builtinArgs(n)
+	if err != nil {
+		return cexpr{}, err
 	}
 	arity := func(want int) error {
 		if len(args) != want {
@@ -296,6 +286,26 @@ func (t *translator) builtin(n *ast.BuiltinNode) (cexpr, error) {
 		return cexpr{fn + "(" + args[0].code + ", " + args[1].code + ")", kindInt}, nil
 	}
 	return cexpr{}, t.errorf(n, "function %s is whitelisted but has no translation", n.Name)
+}
+
+// builtinArgs translates a call's arguments, which must be numbers, and
+// refuses a function that cannot run on the device.
+func (t *translator) builtinArgs(n *ast.BuiltinNode) ([]cexpr, error) {
+	args := make([]cexpr, len(n.Arguments))
+	for i, a := range n.Arguments {
+		c, err := t.expr(a)
+		if err != nil {
+			return nil, err
+		}
+		if c.kind == kindBool {
+			return nil, t.errorf(a, "%s needs numbers, not bool", n.Name)
+		}
+		args[i] = c
+	}
+	if _, ok := config.LookupDeviceFunc(n.Name); !ok {
+		return nil, t.errorf(n, "function %s cannot run on the device", n.Name)
+	}
+	return args, nil
 }
 
 // promote converts an int operand to double when the other is a float, as

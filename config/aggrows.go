@@ -1,0 +1,74 @@
+package config
+
+// aggrows.go holds an aggregate's geometry, shared by hookgen and rings: its keys, rows
+// and words per row.
+
+// Keys is the number of rows of the aggregate: one per key combination,
+// each bounded key with one more row for ids beyond its bound.
+func (a *Aggregate) Keys() int {
+	rows := 1
+	for _, k := range a.By {
+		rows *= keyBound(k) + 1
+	}
+	return rows
+}
+
+// keyBound is the number of ids a by key keeps apart; larger ids share the
+// overflow row, the key's last.
+func keyBound(key string) int {
+	if key == "channelId" {
+		return MaxChannels
+	}
+	return MaxFuncIDs
+}
+
+// Row is the row of the key (funcID, channelID): keys in by order, the last
+// varying fastest (by both: funcId*(MaxChannels+1)+channelId), an id at or
+// beyond its key's bound in the key's overflow row.
+func (a *Aggregate) Row(funcID, channelID uint32) int {
+	row := 0
+	for _, k := range a.By {
+		id := funcID
+		if k == "channelId" {
+			id = channelID
+		}
+		row = row*(keyBound(k)+1) + int(min(id, uint32(keyBound(k))))
+	}
+	return row
+}
+
+// RowKey is Row's inverse: the funcId and channelId keys of a row, each -1
+// when the aggregate is not keyed by it, and MaxFuncIDs or MaxChannels for
+// the overflow row.
+func (a *Aggregate) RowKey(row int) (funcID, channelID int) {
+	funcID, channelID = -1, -1
+	for i := len(a.By) - 1; i >= 0; i-- {
+		n := keyBound(a.By[i]) + 1
+		if a.By[i] == "channelId" {
+			channelID = row % n
+		} else {
+			funcID = row % n
+		}
+		row /= n
+	}
+	return funcID, channelID
+}
+
+// RowWords is the number of 64-bit words of one row of the aggregate.
+func (a *Aggregate) RowWords() int {
+	switch a.Kind {
+	case AggCount:
+		return 1
+	case AggHistogram:
+		return 2 + a.Buckets.Count()
+	}
+	return 2
+}
+
+// Count is the number of histogram buckets, the +Inf bucket included.
+func (b Buckets) Count() int {
+	if b.Log2 {
+		return Log2Buckets
+	}
+	return len(b.Bounds) + 1
+}
