@@ -32,12 +32,12 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 
-# hookgen's golden sources, hookgen/testdata/golden/NAME.cu for each
+# hookgen's golden sources, internal/hookgen/testdata/golden/NAME.cu for each
 # examples/NAME.yaml: rewrite them after changing hookgen or an example,
-# review the CUDA diff and commit it with the change (go test ./hookgen
+# review the CUDA diff and commit it with the change (go test ./internal/hookgen
 # fails while they differ).
 golden:
-	$(GO) generate ./hookgen
+	$(GO) generate ./internal/hookgen
 
 # Every fuzz target runs a bounded number of inputs on top of its seed corpus.
 # A count, not a duration: with -fuzztime 10s, go test sometimes reports
@@ -58,7 +58,7 @@ demo: build
 	@echo "JSON lines written to out/demo:"; ls -l out/demo
 
 bench: build
-	NCCLHOOKS_PLUGIN=$(abspath $(PLUGIN)) $(GO) test -run '^$$' -bench . -benchtime 2s ./hookgen/ ./rings/ ./sinks/
+	NCCLHOOKS_PLUGIN=$(abspath $(PLUGIN)) $(GO) test -run '^$$' -bench . -benchtime 2s ./internal/hookgen/ ./internal/rings/ ./internal/sinks/
 	$(CLI) bench
 
 clean:

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/ncclhooks/ncclhooks/backend/gpu"
-	"github.com/ncclhooks/ncclhooks/lifecycle"
+	"github.com/ncclhooks/ncclhooks/internal/backend/gpu"
+	"github.com/ncclhooks/ncclhooks/internal/lifecycle"
 )
 
 // getenv reads the process environment as it is now. os.Getenv would not

@@ -8,7 +8,7 @@
 package main
 
 /*
-#cgo CFLAGS: -O2 -Wall -I${SRCDIR}/../abi
+#cgo CFLAGS: -O2 -Wall -I${SRCDIR}/../internal/abi
 #cgo LDFLAGS: -ldl
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/ncclhooks/ncclhooks/lifecycle"
+	"github.com/ncclhooks/ncclhooks/internal/lifecycle"
 )
 
 func main() {}

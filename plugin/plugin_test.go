@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 	"github.com/ncclhooks/ncclhooks/internal/testbuild"
-	"github.com/ncclhooks/ncclhooks/schema"
 )
 
 // The plugin is tested as NCCL uses it: built as a c-shared library, loaded
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 func buildDriver(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cdriver")
-	out, err := exec.Command("cc", "-O2", "-pthread", "-rdynamic", "-I../abi", "-o", bin, "testdata/cdriver.c", "-ldl").CombinedOutput()
+	out, err := exec.Command("cc", "-O2", "-pthread", "-rdynamic", "-I../internal/abi", "-o", bin, "testdata/cdriver.c", "-ldl").CombinedOutput()
 	if err != nil {
 		t.Fatalf("building cdriver: %v\n%s", err, out)
 	}

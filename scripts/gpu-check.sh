@@ -14,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.dev/gpu
-read -ra TESTS <<< "${GPU_TESTS:-nvrtc backend/gpu harness/gpu harness/callers}" # GPU_TESTS picks packages
+read -ra TESTS <<< "${GPU_TESTS:-internal/cuda internal/backend/gpu internal/harness/gpuharness internal/harness/callers}" # GPU_TESTS picks packages
 read -ra TAGS <<< "${NCCL_TAGS:-v2.28.9-1 v2.30.7-1}"
 case "${1:-}" in
 build)

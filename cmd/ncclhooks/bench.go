@@ -14,16 +14,16 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/ncclhooks/ncclhooks/backend"
-	gpubackend "github.com/ncclhooks/ncclhooks/backend/gpu"
-	"github.com/ncclhooks/ncclhooks/config"
-	"github.com/ncclhooks/ncclhooks/harness"
-	"github.com/ncclhooks/ncclhooks/harness/gpu"
-	"github.com/ncclhooks/ncclhooks/hookgen"
-	"github.com/ncclhooks/ncclhooks/lifecycle"
-	"github.com/ncclhooks/ncclhooks/nvrtc"
-	"github.com/ncclhooks/ncclhooks/rings"
-	"github.com/ncclhooks/ncclhooks/sinks"
+	"github.com/ncclhooks/ncclhooks/internal/backend"
+	"github.com/ncclhooks/ncclhooks/internal/backend/gpu"
+	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/cuda"
+	"github.com/ncclhooks/ncclhooks/internal/harness"
+	"github.com/ncclhooks/ncclhooks/internal/harness/gpuharness"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+	"github.com/ncclhooks/ncclhooks/internal/lifecycle"
+	"github.com/ncclhooks/ncclhooks/internal/rings"
+	"github.com/ncclhooks/ncclhooks/internal/sinks"
 )
 
 // runBench measures, on one GPU: per-call hook cost against the nop hook in
@@ -41,7 +41,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	lib, err := nvrtc.Open()
+	lib, err := cuda.Open()
 	if err == nil {
 		var n int
 		if n, err = lib.DeviceCount(); err == nil && n == 0 {
@@ -80,7 +80,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 }
 
 type bench struct {
-	lib        *nvrtc.Lib
+	lib        *cuda.Lib
 	ordinal    int
 	md         *strings.Builder
 	out        io.Writer
@@ -112,7 +112,7 @@ func (b *bench) run(profiles []string, rates []float64) error {
 	}
 	defer dev.Close()
 	b.header(dev)
-	h, err := gpu.New(dev, nil)
+	h, err := gpuharness.New(dev, nil)
 	if err != nil {
 		return err
 	}
@@ -122,13 +122,13 @@ func (b *bench) run(profiles []string, rates []float64) error {
 			fmt.Fprintln(b.out, "  harness:", strings.TrimSpace(l))
 		}
 	}
-	counter, err := gpu.LoadCountingHook(dev, nil)
+	counter, err := gpuharness.LoadCountingHook(dev, nil)
 	if err != nil {
 		return err
 	}
 	defer counter.Close()
 
-	nop, err := gpu.LoadNopHook(dev, nil)
+	nop, err := gpuharness.LoadNopHook(dev, nil)
 	if err != nil {
 		return err
 	}
@@ -150,7 +150,7 @@ func (b *bench) run(profiles []string, rates []float64) error {
 
 // header names the device, the driver and NVRTC, with the date in the
 // markdown results.
-func (b *bench) header(dev *nvrtc.Device) {
+func (b *bench) header(dev *cuda.Device) {
 	major, minor := b.lib.NVRTCVersion()
 	fmt.Fprintf(b.md, "\n## %s: device %d %s (%s), driver %d, NVRTC %d.%d\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), b.ordinal, dev.Name, dev.Arch(), b.lib.DriverVersion(), major, minor)
@@ -176,12 +176,12 @@ func (b *bench) loadProfiles(profiles []string) ([]*loadedProfile, error) {
 
 // hookCost measures the cost per call of the counting hook and the profiles'
 // hooks against the nop hook, and prints what the profiles' drains saw.
-func (b *bench) hookCost(h *gpu.Harness, counter gpu.Hook, loaded []*loadedProfile) error {
-	hooks := []gpu.Hook{counter}
+func (b *bench) hookCost(h *gpuharness.Harness, counter gpuharness.Hook, loaded []*loadedProfile) error {
+	hooks := []gpuharness.Hook{counter}
 	for _, lp := range loaded {
 		hooks = append(hooks, lp.hook())
 	}
-	costs, err := h.HookCost(hooks, gpu.CostOptions{})
+	costs, err := h.HookCost(hooks, gpuharness.CostOptions{})
 	if err != nil {
 		return err
 	}
@@ -201,9 +201,9 @@ func (b *bench) hookCost(h *gpu.Harness, counter gpu.Hook, loaded []*loadedProfi
 // sustainedRates runs each profile at each rate (under the CPU profile, if
 // one was asked for) and emits the rates achieved, the drops and the drain's
 // CPU.
-func (b *bench) sustainedRates(h *gpu.Harness, nop gpu.Hook, loaded []*loadedProfile, rates []float64) error {
+func (b *bench) sustainedRates(h *gpuharness.Harness, nop gpuharness.Hook, loaded []*loadedProfile, rates []float64) error {
 	var rows [][]string
-	cfg := gpu.DefaultConfig()
+	cfg := gpuharness.DefaultConfig()
 	cfg.Comms, cfg.Channels, cfg.Batches, cfg.ItemsPerBatch, cfg.BytesPerItem = 4, 16, 2000, 4, 16
 	cfg.FuncIDs = nil
 	for id := 0; id < harness.FuncCount(); id++ {
@@ -238,14 +238,14 @@ func (b *bench) sustainedRates(h *gpu.Harness, nop gpu.Hook, loaded []*loadedPro
 // rateRow runs the nop hook, then the profile's, at cfg.EventRate: the
 // profile's row of what it achieved, its drain's counts over the run and the
 // CPU over the nop run's.
-func rateRow(h *gpu.Harness, nop gpu.Hook, lp *loadedProfile, cfg gpu.Config) ([]string, error) {
+func rateRow(h *gpuharness.Harness, nop gpuharness.Hook, lp *loadedProfile, cfg gpuharness.Config) ([]string, error) {
 	nopCPU, _, err := cpuDuring(func() error { _, err := h.Throughput(nop, cfg); return err })
 	if err != nil {
 		return nil, err
 	}
 	lp.drainer.Flush(false)
 	before := lp.sink.last()
-	var tp *gpu.Throughput
+	var tp *gpuharness.Throughput
 	cpu, wall, err := cpuDuring(func() error {
 		var err error
 		tp, err = h.Throughput(lp.hook(), cfg)
@@ -281,8 +281,8 @@ func (lp *loadedProfile) close() {
 }
 
 // hook is the harness's view of a loaded profile's hook.
-func (lp *loadedProfile) hook() gpu.Hook {
-	return gpu.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx())}
+func (lp *loadedProfile) hook() gpuharness.Hook {
+	return gpuharness.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx())}
 }
 
 // load compiles the profile twice, through an empty cache and through the
@@ -301,7 +301,7 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 		return nil, nil, err
 	}
 	defer os.RemoveAll(dir)
-	cache, err := nvrtc.OpenCache(dir)
+	cache, err := cuda.OpenCache(dir)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -309,7 +309,7 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 	var compiled backend.Compiled
 	for _, label := range []string{"cold", "warm"} {
 		t0 := time.Now()
-		c, err := gpubackend.Compile(m, b.lib, gpubackend.Options{Cache: cache})
+		c, err := gpu.Compile(m, b.lib, gpu.Options{Cache: cache})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ncclhooks/ncclhooks/config"
-	"github.com/ncclhooks/ncclhooks/harness"
+	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/harness"
 )
 
 // runCheck checks outputs the plugin wrote inside a job the harness did not

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ncclhooks/ncclhooks/report"
+	"github.com/ncclhooks/ncclhooks/internal/report"
 )
 
 // Exit codes of ncclhooks diff, for CI.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ncclhooks/ncclhooks/report/reporttest"
+	"github.com/ncclhooks/ncclhooks/internal/report/reporttest"
 )
 
 func TestDiffCommandExitCodes(t *testing.T) {

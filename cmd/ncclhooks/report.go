@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ncclhooks/ncclhooks/report"
+	"github.com/ncclhooks/ncclhooks/internal/report"
 )
 
 func runReport(args []string, stdout, stderr io.Writer) int {

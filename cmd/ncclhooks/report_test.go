@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ncclhooks/ncclhooks/report/reporttest"
+	"github.com/ncclhooks/ncclhooks/internal/report/reporttest"
 )
 
 // outputsRun writes a synthetic run of ranks files into a new directory.

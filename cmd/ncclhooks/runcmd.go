@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ncclhooks/ncclhooks/config"
-	"github.com/ncclhooks/ncclhooks/harness"
-	"github.com/ncclhooks/ncclhooks/nvrtc"
+	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/cuda"
+	"github.com/ncclhooks/ncclhooks/internal/harness"
 )
 
 // runRun runs a profile through the harness: flags, the backend, the
@@ -151,7 +151,7 @@ func printLog(w io.Writer, log string) {
 }
 
 func gpuCount() (int, error) {
-	lib, err := nvrtc.Open()
+	lib, err := cuda.Open()
 	if err != nil {
 		return 0, err
 	}

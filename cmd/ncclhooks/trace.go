@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ncclhooks/ncclhooks/trace"
+	"github.com/ncclhooks/ncclhooks/internal/trace"
 )
 
 func runTrace(args []string, stdout, stderr io.Writer) int {

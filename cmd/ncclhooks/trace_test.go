@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ncclhooks/ncclhooks/report/reporttest"
+	"github.com/ncclhooks/ncclhooks/internal/report/reporttest"
 )
 
 func TestTraceCommand(t *testing.T) {

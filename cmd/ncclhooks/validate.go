@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ncclhooks/ncclhooks/backend/gpu"
-	"github.com/ncclhooks/ncclhooks/config"
-	"github.com/ncclhooks/ncclhooks/hookgen"
-	"github.com/ncclhooks/ncclhooks/nvrtc"
+	"github.com/ncclhooks/ncclhooks/internal/backend/gpu"
+	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/cuda"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
 
 func runValidate(args []string, stdout, stderr io.Writer) int {
@@ -28,10 +28,10 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	var lib *nvrtc.Lib
+	var lib *cuda.Lib
 	if !*noGPU {
 		var err error
-		if lib, err = nvrtc.Open(); err != nil {
+		if lib, err = cuda.Open(); err != nil {
 			fmt.Fprintf(stdout, "note: registers, stack and calls not checked: %v (the plugin checks them at init)\n", err)
 			lib = nil
 		} else if *arch == "" {

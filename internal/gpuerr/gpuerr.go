@@ -1,5 +1,5 @@
 // Package gpuerr names the ways a machine has no usable GPU. The CUDA
-// bindings (package nvrtc) return errors that Is these, and the GPU test
+// bindings (package internal/cuda) return errors that Is these, and the GPU test
 // helper (internal/gputest) skips for them only: any other failure to open
 // the CUDA libraries on a machine is a real failure. It is a leaf so that
 // both can import it.

@@ -25,7 +25,7 @@ func Skip(t testing.TB, format string, args ...any) {
 }
 
 // Open takes the error of opening the CUDA libraries for a GPU test
-// (nvrtc.OpenGPU): nil goes on; no driver or no device skips (Skip); any
+// (cuda.OpenGPU): nil goes on; no driver or no device skips (Skip); any
 // other error fails the test, as it is a broken binding or installation on
 // a machine that has a GPU, not "no GPU".
 func Open(t testing.TB, err error) {

@@ -41,9 +41,9 @@ func TestOpen(t *testing.T) {
 	if c := os.Getenv("GPUTEST_OPEN"); c != "" {
 		Open(t, map[string]error{
 			"nil":      nil,
-			"nodriver": fmt.Errorf("nvrtc: %w: libcuda.so.1 not found", gpuerr.ErrNoDriver),
+			"nodriver": fmt.Errorf("cuda: %w: libcuda.so.1 not found", gpuerr.ErrNoDriver),
 			"nodevice": fmt.Errorf("wrapped: %w", gpuerr.ErrNoDevice),
-			"broken":   errors.New("nvrtc: the CUDA driver lacks cuLibraryLoadData"),
+			"broken":   errors.New("cuda: the CUDA driver lacks cuLibraryLoadData"),
 		}[c])
 		return
 	}
@@ -53,7 +53,7 @@ func TestOpen(t *testing.T) {
 		says         string
 	}{
 		{"nil", "1", false, "PASS"},
-		{"nodriver", "", false, "GPU test skipped: no GPU: nvrtc: no NVIDIA driver"},
+		{"nodriver", "", false, "GPU test skipped: no GPU: cuda: no NVIDIA driver"},
 		{"nodevice", "", false, "GPU test skipped"},
 		{"nodevice", "1", true, "NCCLHOOKS_REQUIRE_GPU=1, but: no GPU"},
 		{"broken", "", true, "opening the CUDA libraries failed on a machine with a GPU driver"},

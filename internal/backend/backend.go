@@ -1,0 +1,62 @@
+// Package backend defines what a loaded hook module offers on one device,
+// whichever backend loaded it: the addresses to hand NCCL, host views of the
+// record buffers, and access to the module's control and aggregate words.
+// backend/cpu (system C compiler + dlopen) and backend/gpu (NVRTC + CUDA
+// driver) implement it; the drain in package rings only sees this interface.
+package backend
+
+import (
+	"errors"
+
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+)
+
+// ErrShutdown is what a Device's calls fail with once the process is shutting
+// the device down under it (the CUDA driver deinitialises at exit): not a
+// fault, nothing more can be read.
+var ErrShutdown = errors.New("the device's driver is shut down (process exit)")
+
+// Device is one generated module loaded for one device. All methods are safe
+// for concurrent use by one drainer goroutine while hooks run.
+type Device interface {
+	// Ordinal is the device number (CUDA ordinal, or the simulated device).
+	Ordinal() int
+	// Entry is the address of ncclhooks_entry that NCCL (or the harness)
+	// calls: a device address on the GPU, a host function on the CPU.
+	Entry() uintptr
+	// Ctx is the devCtx of the device's first communicator (comm 0).
+	Ctx() uintptr
+	// CommCtx returns the devCtx for the device's communicator comm (0, 1,
+	// ... in the order they asked for a hook): a copy of the context whose
+	// comm field says which one it is. Every communicator shares the module
+	// and the buffers; the contexts live until Close.
+	CommCtx(comm int) (uintptr, error)
+	// Slots is a host-readable view of hook h's N*SlotWords record words.
+	// Read it only with atomic loads: the producers write it concurrently.
+	Slots(h int) []uint64
+	// Holes is a host-readable view of hook h's N hole stamps (drop_newest).
+	Holes(h int) []uint32
+	// ReadCtl copies ncclhooks_ctl (len Module.CtlWords()) into dst.
+	ReadCtl(dst []uint64) error
+	// WriteLimit sets hook h's limit word (drop_newest).
+	WriteLimit(h int, limit uint64) error
+	// ReadAgg copies ncclhooks_agg (len Module.AggWords) into dst.
+	ReadAgg(dst []uint64) error
+	// WriteFuncSets fills ncclhooks_funcsets; sets[i] has FuncSetWords words.
+	WriteFuncSets(sets [][]uint32) error
+	// Clock returns a (host unix ns, device timer ns) pair taken together,
+	// used to place device timestamps on the host timeline.
+	Clock() (hostUnixNs, deviceNs uint64, err error)
+	// Close releases the device's memory and unloads the module. The hooks
+	// must no longer run.
+	Close() error
+}
+
+// Compiled is a module compiled once per process, loadable on any device.
+type Compiled interface {
+	Module() *hookgen.Module
+	// Load loads the module for one device and allocates its buffers.
+	Load(ordinal int) (Device, error)
+	// Info describes how it was built ("cc 12.2, 41ms", "nvrtc 13.0 sm_90, cache hit").
+	Info() string
+}

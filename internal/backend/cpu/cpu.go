@@ -1,0 +1,154 @@
+// Package cpu is the host backend: it compiles a generated hook module with
+// the system C compiler into a shared object and loads one private copy of
+// it per simulated device with dlopen, with record buffers in C memory. The
+// hooks it returns are host functions with exactly the signature NCCL's
+// device hook has, and they follow the same buffer layout and publication
+// protocol as the GPU, so the drain is shared.
+package cpu
+
+/*
+#cgo LDFLAGS: -ldl
+#include <stdlib.h>
+#include "dl.h"
+*/
+import "C"
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/ncclhooks/ncclhooks/internal/backend"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+)
+
+// DefaultCC is the compiler used when Compile is given none.
+const DefaultCC = "cc"
+
+// ccFlags build a position-independent shared object. -fno-common makes
+// every generated global a real definition that dlsym can find; a call of
+// an undeclared function (a generator bug) fails here, not at dlopen.
+var ccFlags = []string{"-O2", "-shared", "-fPIC", "-std=gnu11", "-fno-common", "-Werror=implicit-function-declaration"}
+
+const sourceName = "ncclhooks_gen.c"
+
+// Compile compiles m.Source with the C compiler cc (DefaultCC when empty).
+// A compiler diagnostic is traced back through m.Trace to the hook and the
+// profile position it came from.
+func Compile(m *hookgen.Module, cc string) (backend.Compiled, error) {
+	if cc == "" {
+		cc = DefaultCC
+	}
+	dir, err := os.MkdirTemp("", "ncclhooks-cpu-")
+	if err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, sourceName)
+	if err := os.WriteFile(src, []byte(m.Source), 0o600); err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	so := filepath.Join(dir, "ncclhooks_gen.so")
+	start := time.Now()
+	cmd := exec.Command(cc, append(append([]string{}, ccFlags...), "-o", so, src)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		var execErr *exec.Error
+		if errors.As(err, &execErr) {
+			return nil, fmt.Errorf("cpu backend: C compiler %q not found (%v); install gcc or clang, or name another compiler", cc, execErr.Err)
+		}
+		return nil, compileError(m, cc, err, out.String())
+	}
+	elapsed := time.Since(start)
+	image, err := os.ReadFile(so)
+	if err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	return &compiled{m: m, image: image, info: fmt.Sprintf("%s %s, %dms", cc, ccVersion(cc), elapsed.Milliseconds())}, nil
+}
+
+var diagnostic = regexp.MustCompile(`^[^:\n]*` + regexp.QuoteMeta(sourceName) + `:(\d+):(?:(\d+):)? (.*)$`)
+
+// compileError rewrites the compiler's diagnostics so that each names the
+// profile position and hook its generated line came from.
+func compileError(m *hookgen.Module, cc string, err error, output string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cpu backend: %s failed on the generated hooks (%v)", cc, err)
+	mapped := false
+	for _, line := range strings.Split(output, "\n") {
+		sub := diagnostic.FindStringSubmatch(line)
+		if sub == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(sub[1])
+		if span, ok := m.Trace(n); ok {
+			fmt.Fprintf(&b, "\n%s: hook %q %s: generated line %d: %s", span.Pos, span.Hook, span.What, n, sub[3])
+		} else {
+			fmt.Fprintf(&b, "\ngenerated line %d: %s", n, sub[3])
+		}
+		mapped = true
+	}
+	if !mapped {
+		b.WriteString(":\n" + strings.TrimSpace(output))
+	}
+	b.WriteString("\n(run `ncclhooks gen` on the profile to see the generated source)")
+	return errors.New(b.String())
+}
+
+func ccVersion(cc string) string {
+	out, err := exec.Command(cc, "-dumpfullversion", "-dumpversion").Output()
+	if err != nil {
+		return "(unknown version)"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+type compiled struct {
+	m     *hookgen.Module
+	image []byte // the shared object, copied to a fresh file for each Load
+	info  string
+}
+
+func (c *compiled) Module() *hookgen.Module { return c.m }
+func (c *compiled) Info() string            { return c.info }
+
+// Load loads a private copy of the module for one simulated device:
+// dlopen returns the same handle for the same file, and each device needs
+// its own globals (control words, aggregates, context), so every Load opens
+// a new copy of the image.
+func (c *compiled) Load(ordinal int) (backend.Device, error) {
+	f, err := os.CreateTemp("", fmt.Sprintf("ncclhooks-dev%d-*.so", ordinal))
+	if err != nil {
+		return nil, fmt.Errorf("cpu backend: device %d: %w", ordinal, err)
+	}
+	path := f.Name()
+	defer os.Remove(path) // the mapping outlives the file
+	if _, err := f.Write(c.image); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu backend: device %d: %w", ordinal, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("cpu backend: device %d: %w", ordinal, err)
+	}
+	d := &device{m: c.m, ordinal: ordinal}
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var msg [512]C.char
+	if C.hk_cpu_open(cpath, &d.mod, &msg[0], C.size_t(len(msg))) != 0 {
+		return nil, fmt.Errorf("cpu backend: device %d: loading the compiled hooks: %s", ordinal, C.GoString(&msg[0]))
+	}
+	if err := d.allocate(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}

@@ -1,0 +1,198 @@
+package cpu
+
+/*
+#include <stdlib.h>
+#include <string.h>
+#include "dl.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+)
+
+// device is one loaded copy of a module. Its buffers live in C memory so
+// that C threads may write them while Go reads them, and so that no Go
+// pointer is ever kept by C.
+type device struct {
+	m       *hookgen.Module
+	ordinal int
+	mod     C.hk_cpu_module
+	slots   []unsafe.Pointer // per hook, N*SlotWords uint64
+	holes   []unsafe.Pointer // per hook, N uint32
+	close   sync.Once
+
+	ctxAddrs hookgen.CtxAddrs // what ncclhooks_ctx holds, for the per-communicator copies
+	commMu   sync.Mutex
+	commCtx  []unsafe.Pointer // C copies for communicators 1, 2, ...
+}
+
+var errClosed = errors.New("cpu backend: device is closed")
+
+func (d *device) allocate() error {
+	var slotAddrs, holeAddrs []uintptr
+	for _, h := range d.m.Hooks {
+		// An aggregate-only hook has no record words; keep one so that
+		// every hook has a valid, distinct buffer.
+		words := h.Slots * max(h.Layout.SlotWords(), 1)
+		s := C.calloc(C.size_t(words), 8)
+		o := C.calloc(C.size_t(h.Slots), 4)
+		d.slots = append(d.slots, s)
+		d.holes = append(d.holes, o)
+		if s == nil || o == nil {
+			return fmt.Errorf("cpu backend: device %d: out of memory for hook %q buffers (%d slots)", d.ordinal, h.Name, h.Slots)
+		}
+		slotAddrs = append(slotAddrs, uintptr(s))
+		holeAddrs = append(holeAddrs, uintptr(o))
+	}
+	d.ctxAddrs = hookgen.CtxAddrs{
+		Device:   d.ordinal,
+		Ctl:      uintptr(d.mod.ctl),
+		Agg:      uintptr(d.mod.agg),
+		FuncSets: uintptr(d.mod.funcsets),
+		Pairs:    uintptr(d.mod.pairs),
+		Slots:    slotAddrs,
+		Holes:    holeAddrs,
+	}
+	ctx := d.m.EncodeCtx(d.ctxAddrs)
+	C.memcpy(d.mod.ctx, unsafe.Pointer(&ctx[0]), C.size_t(len(ctx)))
+	// drop_newest: the first N positions may be written before the
+	// drainer's first pass publishes a limit.
+	for _, h := range d.m.Hooks {
+		if h.Overflow == config.DropNewest {
+			atomic.StoreUint64(d.ctlWord(len(d.m.Hooks)+h.Index), uint64(h.Slots))
+		}
+	}
+	return nil
+}
+
+func (d *device) ctlWord(i int) *uint64 {
+	return (*uint64)(unsafe.Add(d.mod.ctl, 8*i))
+}
+
+func (d *device) Ordinal() int   { return d.ordinal }
+func (d *device) Entry() uintptr { return uintptr(d.mod.entry) }
+func (d *device) Ctx() uintptr   { return uintptr(d.mod.ctx) }
+
+// CommCtx returns the context of communicator comm: the module's
+// ncclhooks_ctx for comm 0, a C copy with its comm field set for the others.
+func (d *device) CommCtx(comm int) (uintptr, error) {
+	if comm < 0 {
+		return 0, fmt.Errorf("cpu backend: communicator index %d", comm)
+	}
+	if comm == 0 {
+		return uintptr(d.mod.ctx), nil
+	}
+	d.commMu.Lock()
+	defer d.commMu.Unlock()
+	for len(d.commCtx) < comm {
+		a := d.ctxAddrs
+		a.Comm = len(d.commCtx) + 1
+		b := d.m.EncodeCtx(a)
+		p := C.calloc(C.size_t(len(b)), 1)
+		if p == nil {
+			return 0, fmt.Errorf("cpu backend: out of memory for the context of communicator %d", a.Comm)
+		}
+		C.memcpy(p, unsafe.Pointer(&b[0]), C.size_t(len(b)))
+		d.commCtx = append(d.commCtx, p)
+	}
+	return uintptr(d.commCtx[comm-1]), nil
+}
+
+func (d *device) Slots(h int) []uint64 {
+	info := d.m.Hooks[h]
+	return unsafe.Slice((*uint64)(d.slots[h]), info.Slots*info.Layout.SlotWords())
+}
+
+func (d *device) Holes(h int) []uint32 {
+	return unsafe.Slice((*uint32)(d.holes[h]), d.m.Hooks[h].Slots)
+}
+
+func (d *device) ReadCtl(dst []uint64) error {
+	if d.mod.handle == nil {
+		return errClosed
+	}
+	n := min(len(dst), d.m.CtlWords())
+	for i := 0; i < n; i++ {
+		dst[i] = atomic.LoadUint64(d.ctlWord(i))
+	}
+	return nil
+}
+
+func (d *device) WriteLimit(h int, limit uint64) error {
+	if d.mod.handle == nil {
+		return errClosed
+	}
+	if h < 0 || h >= len(d.m.Hooks) {
+		return fmt.Errorf("cpu backend: hook %d out of range (%d hooks)", h, len(d.m.Hooks))
+	}
+	atomic.StoreUint64(d.ctlWord(len(d.m.Hooks)+h), limit)
+	return nil
+}
+
+func (d *device) ReadAgg(dst []uint64) error {
+	if d.mod.handle == nil {
+		return errClosed
+	}
+	n := min(len(dst), d.m.AggWords)
+	for i := 0; i < n; i++ {
+		dst[i] = atomic.LoadUint64((*uint64)(unsafe.Add(d.mod.agg, 8*i)))
+	}
+	return nil
+}
+
+func (d *device) WriteFuncSets(sets [][]uint32) error {
+	if d.mod.handle == nil {
+		return errClosed
+	}
+	if len(sets) > len(d.m.FuncSets) {
+		return fmt.Errorf("cpu backend: %d function-id sets given, the module has %d", len(sets), len(d.m.FuncSets))
+	}
+	for i, set := range sets {
+		if len(set) > hookgen.FuncSetWords {
+			return fmt.Errorf("cpu backend: function-id set %d has %d words, at most %d fit", i, len(set), hookgen.FuncSetWords)
+		}
+		base := unsafe.Add(d.mod.funcsets, 4*hookgen.FuncSetWords*i)
+		for j, word := range set {
+			atomic.StoreUint32((*uint32)(unsafe.Add(base, 4*j)), word)
+		}
+	}
+	return nil
+}
+
+// Clock returns the host clock twice: the CPU hooks' timer is the host's
+// CLOCK_REALTIME.
+func (d *device) Clock() (hostUnixNs, deviceNs uint64, err error) {
+	now := uint64(time.Now().UnixNano())
+	return now, now, nil
+}
+
+// Close unloads the module and frees the buffers; views returned by Slots
+// and Holes must no longer be used.
+func (d *device) Close() error {
+	d.close.Do(func() {
+		C.hk_cpu_close(&d.mod)
+		for _, p := range d.slots {
+			C.free(p)
+		}
+		for _, p := range d.holes {
+			C.free(p)
+		}
+		d.commMu.Lock()
+		for _, p := range d.commCtx {
+			C.free(p)
+		}
+		d.commCtx = nil
+		d.commMu.Unlock()
+		d.slots, d.holes = nil, nil
+	})
+	return nil
+}

@@ -1,0 +1,97 @@
+package cpu_test
+
+import (
+	"testing"
+
+	"github.com/ncclhooks/ncclhooks/internal/backend/cpu/internal/cdrive"
+	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen/hooktest"
+)
+
+// Two communicators use the same channel ids and work counters at the same
+// time, one thread per (communicator, channel): every STOP still pairs with
+// its own START and gets its exact duration.
+func TestDurationPairingConcurrent(t *testing.T) {
+	const comms, channels, items = 2, 4, 300
+	stops := hooktest.Hook("stops", "funcId", "workCounter", "duration", "paired")
+	stops.When = hooktest.MustExpr(t, "phase == STOP")
+	stops.Buffer.Slots = 4096
+	starts := hooktest.Hook("starts", "duration", "paired")
+	starts.When = hooktest.MustExpr(t, "phase == START")
+	starts.Buffer.Slots = 4096
+	starts.Aggregates = []*config.Aggregate{{Name: "d", Kind: config.AggSum, Value: hooktest.MustExpr(t, "duration")}}
+	m, d := load(t, hooktest.Profile(stops, starts), 0)
+
+	// The duration of a work item, known from the thread (funcId) and item.
+	dur := func(funcID uint32, wc uint64) uint64 { return 1000*uint64(funcID) + wc*3 + 1 }
+	var streams [][]cdrive.Event
+	for comm := range comms {
+		for ch := range channels {
+			funcID := uint32(comm*channels + ch)
+			var s []cdrive.Event
+			ts := uint64(1 << 40)
+			for wc := range uint64(items) {
+				s = append(s, cdrive.Event{Timestamp: ts, WorkCounter: wc, FuncID: funcID, ChannelID: uint8(ch), Phase: cdrive.Start})
+				ts += dur(funcID, wc)
+				s = append(s, cdrive.Event{Timestamp: ts, WorkCounter: wc, FuncID: funcID, ChannelID: uint8(ch), Phase: cdrive.Stop})
+				ts += 17
+			}
+			streams = append(streams, s)
+		}
+	}
+	cdrive.Run(d.Entry(), d.Ctx(), streams)
+
+	ctl := readCtl(t, m, d)
+	if ctl[0] != comms*channels*items || ctl[1] != comms*channels*items {
+		t.Fatalf("heads = %d, %d; want %d each", ctl[0], ctl[1], comms*channels*items)
+	}
+	seen := map[[2]uint64]bool{}
+	for pos := range ctl[0] {
+		v := unsigned(record(t, d, m.Hooks[0], pos))
+		funcID, wc, duration, paired := uint32(v[0]), v[1], v[2], v[3]
+		if paired != 1 || duration != dur(funcID, wc) {
+			t.Fatalf("STOP of func %d item %d: duration %d paired %d, want %d paired 1", funcID, wc, duration, paired, dur(funcID, wc))
+		}
+		seen[[2]uint64{uint64(funcID), wc}] = true
+	}
+	if len(seen) != comms*channels*items {
+		t.Fatalf("%d distinct work items paired, want %d", len(seen), comms*channels*items)
+	}
+	for pos := range ctl[1] {
+		if v := unsigned(record(t, d, m.Hooks[1], pos)); v[0] != 0 || v[1] != 0 {
+			t.Fatalf("START record %d: duration %d paired %d, want 0 and false", pos, v[0], v[1])
+		}
+	}
+	if agg := readAgg(t, m, d); agg[0] != comms*channels*items || agg[1] != 0 {
+		t.Fatalf("sum of duration at START = %v, want count %d and sum 0", agg[:2], comms*channels*items)
+	}
+}
+
+// A STOP without its START, a STOP on another channel, and a second STOP do
+// not pair.
+func TestDurationUnpaired(t *testing.T) {
+	h := hooktest.Hook("stops", "workCounter", "duration", "paired")
+	h.When = hooktest.MustExpr(t, "phase == STOP")
+	m, d := load(t, hooktest.Profile(h), 0)
+	ev := func(wc uint64, ch, phase uint8, ts uint64) cdrive.Event {
+		return cdrive.Event{Timestamp: ts, WorkCounter: wc, ChannelID: ch, Phase: phase}
+	}
+	// One thread, so that every event uses the same pairing slot.
+	cdrive.Run(d.Entry(), d.Ctx(), [][]cdrive.Event{{
+		ev(5, 0, cdrive.Stop, 100),  // never started
+		ev(6, 1, cdrive.Start, 100), // started on channel 1 ...
+		ev(6, 2, cdrive.Stop, 150),  // ... stopped on channel 2
+		ev(7, 0, cdrive.Start, 200),
+		ev(7, 0, cdrive.Stop, 260), // pairs: 60
+		ev(7, 0, cdrive.Stop, 300), // a second STOP
+	}})
+	want := [][]uint64{{5, 0, 0}, {6, 0, 0}, {7, 60, 1}, {7, 0, 0}}
+	for pos, w := range want {
+		got := unsigned(record(t, d, m.Hooks[0], uint64(pos)))
+		for i := range w {
+			if got[i] != w[i] {
+				t.Fatalf("STOP %d = %v, want %v", pos, got, w)
+			}
+		}
+	}
+}

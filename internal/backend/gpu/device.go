@@ -1,0 +1,361 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/ncclhooks/ncclhooks/internal/backend"
+	"github.com/ncclhooks/ncclhooks/internal/cuda"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+)
+
+var (
+	_ backend.Device   = (*Device)(nil)
+	_ backend.Compiled = (*Compiled)(nil)
+)
+
+// Device is a hook module loaded on one GPU. It implements backend.Device.
+type Device struct {
+	c        *Compiled
+	d        *cuda.Device
+	mod      *cuda.Module
+	clockMod *cuda.Module
+	clockFn  *cuda.Function
+	stream   *cuda.Stream // private, non-blocking: all host<->device traffic
+
+	entry, ctx  uint64
+	ctxAddrs    hookgen.CtxAddrs // what ncclhooks_ctx holds, for the per-communicator copies
+	commMu      sync.Mutex
+	commCtx     []uint64 // device copies for communicators 1, 2, ... (comm 0 uses ncclhooks_ctx)
+	ctl, agg    uint64
+	funcSets    uint64
+	funcSetsLen int // words of ncclhooks_funcsets
+
+	host  []unsafe.Pointer // host-mapped allocations, freed at Close
+	slots [][]uint64
+	holes [][]uint32
+
+	clockHost *uint64 // host view of the clock kernel's output word
+	clockDev  uint64
+
+	mu     sync.Mutex // serialises Clock (one output word)
+	closed atomic.Bool
+
+	// LoadTime is the time Load took on this device (module load, buffers,
+	// context write, address resolution).
+	LoadTime time.Duration
+}
+
+// load sets the device up in order: the private stream, the hook module and
+// its entry address, the hook buffers, the module's globals and context, then
+// the clock kernel. Close frees whatever it got to.
+func (d *Device) load(imgs *archImages) error {
+	if !d.d.CanMapHost {
+		return fmt.Errorf("%v cannot map host memory, which the hook buffers need", d.d)
+	}
+	var err error
+	if d.stream, err = d.d.NewStream(); err != nil {
+		return err
+	}
+	if d.mod, err = d.d.Load(imgs.hook); err != nil {
+		return err
+	}
+	entry, err := d.mod.ReadPointer(hookgen.SymEntryPtr)
+	if err != nil {
+		return err
+	}
+	if err := CheckEntryAddress(entry); err != nil {
+		return err
+	}
+	d.entry = entry
+	slotsDev, holesDev, err := d.allocHookBuffers()
+	if err != nil {
+		return err
+	}
+	if err := d.writeCtx(slotsDev, holesDev); err != nil {
+		return err
+	}
+	return d.loadClock(imgs.clock)
+}
+
+// allocHookBuffers allocates each hook's buffers in host-mapped memory: N
+// slots of SlotWords words, and N hole stamps. It returns their device
+// addresses, by hook.
+func (d *Device) allocHookBuffers() (slotsDev, holesDev []uintptr, err error) {
+	m := d.c.mod
+	slotsDev = make([]uintptr, len(m.Hooks))
+	holesDev = make([]uintptr, len(m.Hooks))
+	for i, h := range m.Hooks {
+		words := h.Slots * h.Layout.SlotWords()
+		// An aggregate-only hook writes no records; it still gets a valid,
+		// distinct (one-word) buffer.
+		p, dev, err := d.hostAlloc(8 * max(words, 1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("hook %q buffer: %w", h.Name, err)
+		}
+		d.slots = append(d.slots, unsafe.Slice((*uint64)(p), words))
+		slotsDev[i] = uintptr(dev)
+		p, dev, err = d.hostAlloc(4 * h.Slots)
+		if err != nil {
+			return nil, nil, fmt.Errorf("hook %q holes: %w", h.Name, err)
+		}
+		d.holes = append(d.holes, unsafe.Slice((*uint32)(p), h.Slots))
+		holesDev[i] = uintptr(dev)
+	}
+	return slotsDev, holesDev, nil
+}
+
+// writeCtx resolves the module's globals (checking their sizes against the
+// module description) and writes ncclhooks_ctx: their addresses and those of
+// the hook buffers.
+func (d *Device) writeCtx(slotsDev, holesDev []uintptr) error {
+	m := d.c.mod
+	var err error
+	if d.ctl, err = d.global(hookgen.SymCtl, 8*m.CtlWords()); err != nil {
+		return err
+	}
+	if d.agg, err = d.global(hookgen.SymAgg, 8*m.AggWords); err != nil {
+		return err
+	}
+	sets := max(len(m.FuncSets), 1)
+	d.funcSetsLen = sets * hookgen.FuncSetWords
+	if d.funcSets, err = d.global(hookgen.SymFuncSets, 4*d.funcSetsLen); err != nil {
+		return err
+	}
+	pairs, _, err := d.mod.Global(hookgen.SymPairs)
+	if err != nil {
+		return err
+	}
+	var size uint64
+	if d.ctx, size, err = d.mod.Global(hookgen.SymCtx); err != nil {
+		return err
+	}
+	d.ctxAddrs = hookgen.CtxAddrs{
+		Device:   d.d.Ordinal,
+		Ctl:      uintptr(d.ctl),
+		Agg:      uintptr(d.agg),
+		FuncSets: uintptr(d.funcSets),
+		Pairs:    uintptr(pairs),
+		Slots:    slotsDev,
+		Holes:    holesDev,
+	}
+	ctxBytes := m.EncodeCtx(d.ctxAddrs)
+	if size < uint64(len(ctxBytes)) {
+		return fmt.Errorf("%s is %d bytes, the module description says %d: source and description disagree", hookgen.SymCtx, size, len(ctxBytes))
+	}
+	if err := d.d.CopyHtoD(d.ctx, ctxBytes, d.stream); err != nil {
+		return fmt.Errorf("writing %s: %w", hookgen.SymCtx, err)
+	}
+	return nil
+}
+
+// loadClock loads the clock kernel and its host-mapped output word.
+func (d *Device) loadClock(img *cuda.Image) error {
+	var err error
+	if d.clockMod, err = d.d.Load(img); err != nil {
+		return err
+	}
+	if d.clockFn, err = d.clockMod.Function("ncclhooks_clock"); err != nil {
+		return err
+	}
+	p, dev, err := d.hostAlloc(8)
+	if err != nil {
+		return err
+	}
+	d.clockHost, d.clockDev = (*uint64)(p), dev
+	return nil
+}
+
+func (d *Device) hostAlloc(n int) (unsafe.Pointer, uint64, error) {
+	p, dev, err := d.d.HostAlloc(n)
+	if err != nil {
+		return nil, 0, err
+	}
+	d.host = append(d.host, p)
+	return p, dev, nil
+}
+
+// global resolves a module variable and checks it holds at least want bytes.
+func (d *Device) global(name string, want int) (uint64, error) {
+	p, size, err := d.mod.Global(name)
+	if err != nil {
+		return 0, err
+	}
+	if size < uint64(want) {
+		return 0, fmt.Errorf("%s is %d bytes, the module description needs %d: source and description disagree", name, size, want)
+	}
+	return p, nil
+}
+
+// Ordinal is the CUDA device ordinal.
+func (d *Device) Ordinal() int { return d.d.Ordinal }
+
+// Entry is the absolute device address of ncclhooks_entry.
+func (d *Device) Entry() uintptr { return uintptr(d.entry) }
+
+// Ctx is the device address of ncclhooks_ctx, the devCtx handed to NCCL.
+func (d *Device) Ctx() uintptr { return uintptr(d.ctx) }
+
+// CommCtx returns the devCtx of communicator comm: ncclhooks_ctx for comm 0,
+// a copy in device memory with its comm field set for the others.
+func (d *Device) CommCtx(comm int) (uintptr, error) {
+	if comm < 0 {
+		return 0, fmt.Errorf("gpu backend: communicator index %d", comm)
+	}
+	if comm == 0 {
+		return uintptr(d.ctx), nil
+	}
+	d.commMu.Lock()
+	defer d.commMu.Unlock()
+	for len(d.commCtx) < comm {
+		a := d.ctxAddrs
+		a.Comm = len(d.commCtx) + 1
+		b := d.c.mod.EncodeCtx(a)
+		p, err := d.d.Alloc(len(b))
+		if err != nil {
+			return 0, fmt.Errorf("gpu backend: context for communicator %d: %w", a.Comm, err)
+		}
+		err = d.d.CopyHtoD(p, b, d.stream)
+		if err == nil {
+			err = d.stream.Sync() // written before NCCL can launch with it
+		}
+		if err != nil {
+			d.d.Free(p)
+			return 0, fmt.Errorf("gpu backend: writing the context of communicator %d: %w", a.Comm, err)
+		}
+		d.commCtx = append(d.commCtx, p)
+	}
+	return uintptr(d.commCtx[comm-1]), nil
+}
+
+// Slots is the host view of hook h's record words (host-mapped memory).
+func (d *Device) Slots(h int) []uint64 { return d.slots[h] }
+
+// Holes is the host view of hook h's hole stamps (host-mapped memory).
+func (d *Device) Holes(h int) []uint32 { return d.holes[h] }
+
+// asBytes views words as bytes (little-endian host, like the device).
+func asBytes[T uint64 | uint32](w []T) []byte {
+	if len(w) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*int(unsafe.Sizeof(w[0])))
+}
+
+// ReadCtl copies ncclhooks_ctl into dst.
+func (d *Device) ReadCtl(dst []uint64) error {
+	n := d.c.mod.CtlWords()
+	if len(dst) < n {
+		return fmt.Errorf("gpu backend: ReadCtl needs %d words, got %d", n, len(dst))
+	}
+	return shutdown(d.d.CopyDtoH(asBytes(dst[:n]), d.ctl, d.stream))
+}
+
+// shutdown marks an error of a driver that is shutting down (process exit)
+// as backend.ErrShutdown.
+func shutdown(err error) error {
+	if errors.Is(err, cuda.ErrDeinitialized) {
+		return fmt.Errorf("%w: %v", backend.ErrShutdown, err)
+	}
+	return err
+}
+
+// WriteLimit sets hook h's limit word (drop_newest).
+func (d *Device) WriteLimit(h int, limit uint64) error {
+	H := len(d.c.mod.Hooks)
+	if h < 0 || h >= H {
+		return fmt.Errorf("gpu backend: WriteLimit: hook %d of %d", h, H)
+	}
+	w := []uint64{limit}
+	return d.d.CopyHtoD(d.ctl+uint64(8*(H+h)), asBytes(w), d.stream)
+}
+
+// ReadAgg copies ncclhooks_agg into dst.
+func (d *Device) ReadAgg(dst []uint64) error {
+	n := d.c.mod.AggWords
+	if len(dst) < n {
+		return fmt.Errorf("gpu backend: ReadAgg needs %d words, got %d", n, len(dst))
+	}
+	return shutdown(d.d.CopyDtoH(asBytes(dst[:n]), d.agg, d.stream))
+}
+
+// WriteFuncSets fills ncclhooks_funcsets; sets[i] has FuncSetWords words.
+func (d *Device) WriteFuncSets(sets [][]uint32) error {
+	if len(sets) > d.funcSetsLen/hookgen.FuncSetWords {
+		return fmt.Errorf("gpu backend: %d function sets, the module has %d", len(sets), d.funcSetsLen/hookgen.FuncSetWords)
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	words := make([]uint32, len(sets)*hookgen.FuncSetWords)
+	for i, s := range sets {
+		if len(s) != hookgen.FuncSetWords {
+			return fmt.Errorf("gpu backend: function set %d has %d words, want %d", i, len(s), hookgen.FuncSetWords)
+		}
+		copy(words[i*hookgen.FuncSetWords:], s)
+	}
+	return d.d.CopyHtoD(d.funcSets, asBytes(words), d.stream)
+}
+
+// Clock pairs the host clock with the device's globaltimer: a one-thread
+// kernel stores the timer, bracketed by host readings, and the midpoint is
+// taken; of three tries, the tightest bracket wins.
+func (d *Device) Clock() (hostUnixNs, deviceNs uint64, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	best := time.Duration(1<<63 - 1)
+	for range 3 {
+		t0 := time.Now()
+		if err := d.d.Launch(d.clockFn, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, d.stream, d.clockDev); err != nil {
+			return 0, 0, err
+		}
+		if err := d.stream.Sync(); err != nil {
+			return 0, 0, err
+		}
+		t1 := time.Now()
+		if span := t1.Sub(t0); span < best {
+			best = span
+			hostUnixNs = uint64(t0.UnixNano() + int64(span/2))
+			deviceNs = atomic.LoadUint64(d.clockHost)
+		}
+	}
+	return hostUnixNs, deviceNs, nil
+}
+
+// Close unloads the modules and frees the buffers. The hooks must no longer
+// run: NCCL's kernels calling them must have completed.
+func (d *Device) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	// Only our own stream is waited for: a context-wide sync would wait for
+	// NCCL's work too, and could block finalize behind other communicators.
+	if d.stream != nil {
+		errs = append(errs, d.stream.Sync())
+	}
+	for _, m := range []*cuda.Module{d.mod, d.clockMod} {
+		if m != nil {
+			errs = append(errs, m.Unload())
+		}
+	}
+	for _, p := range d.host {
+		errs = append(errs, d.d.FreeHost(p))
+	}
+	d.commMu.Lock()
+	for _, p := range d.commCtx {
+		errs = append(errs, d.d.Free(p))
+	}
+	d.commCtx = nil
+	d.commMu.Unlock()
+	d.host, d.slots, d.holes = nil, nil, nil
+	if d.stream != nil {
+		errs = append(errs, d.stream.Destroy())
+	}
+	errs = append(errs, d.d.Close())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,164 @@
+package harness
+
+import (
+	"fmt"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+)
+
+// checkContexts checks what getDeviceHook gave the communicators: one hook
+// per device, and a context of its own for every communicator.
+func (s *Summary) checkContexts(comms []*comm) {
+	hooks := map[int]uintptr{}
+	seen := map[uintptr]string{}
+	for _, c := range comms {
+		if c.hook == 0 {
+			continue
+		}
+		if h, ok := hooks[c.Device]; ok && h != c.hook {
+			s.Problems = append(s.Problems, fmt.Sprintf("device %d: communicators got different hooks %#x and %#x", c.Device, h, c.hook))
+		}
+		hooks[c.Device] = c.hook
+		me := fmt.Sprintf("device %d communicator %d", c.Device, c.index)
+		if other, ok := seen[c.ctx]; ok {
+			s.Problems = append(s.Problems, fmt.Sprintf("%s and %s share the context %#x: each communicator must get its own", other, me, c.ctx))
+		}
+		seen[c.ctx] = me
+	}
+}
+
+// check reads the plugin's JSON lines output and compares it with what was
+// emitted: records + drops = matched, exactly; matched = the harness's own
+// count where the predicate allows computing it; every record's event
+// fields equal the event the harness passed.
+func (s *Summary) check(prof *config.Profile, logs map[int][]Event, emitted map[int]uint64) error {
+	if !s.HookActive {
+		return nil
+	}
+	file, err := outputFile(s.Config.OutputDir)
+	if err != nil {
+		return err
+	}
+	return s.checkFile(prof, file, logs, emitted)
+}
+
+// CheckFile checks a plugin output file against the events a caller of the
+// hooks passed them on each of devices devices (logs and emitted by device;
+// a device without a log is checked for accounting only; devices 0: those
+// the output names), as Run checks its own runs: callers the harness did not
+// build (harness/callers) and real NCCL (ncclhooks check) use it.
+func CheckFile(prof *config.Profile, file string, devices int, logs map[int][]Event, emitted map[int]uint64) (*Summary, error) {
+	s := &Summary{Config: Config{Devices: devices}, HookActive: true}
+	for d := range devices {
+		s.Emitted += emitted[d]
+	}
+	return s, s.checkFile(prof, file, logs, emitted)
+}
+
+func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Event, emitted map[int]uint64) error {
+	s.OutputFile = file
+	out, err := readOutput(file)
+	if err != nil {
+		return err
+	}
+	if s.Config.Devices <= 0 { // from the output: the devices its comm lines and dump_stats name
+		for _, c := range out.comms {
+			s.Config.Devices = max(s.Config.Devices, c.Device+1)
+		}
+		for k := range out.final {
+			s.Config.Devices = max(s.Config.Devices, k.device+1)
+		}
+	}
+	s.CommLines = map[int]int{}
+	for _, c := range out.comms {
+		s.CommLines[c.Device]++
+	}
+	s.checkComms(out, logs)
+	s.Pairs = checkPairs(prof, out)
+	s.checkAggregates(prof, logs, out)
+	for _, h := range prof.EnabledHooks() {
+		if why, ok := out.refused[h.Name]; ok {
+			s.Refused = append(s.Refused, fmt.Sprintf("hook %q: %s", h.Name, why))
+			continue // left out of the device module: no records, no stats
+		}
+		if len(h.Fields) == 0 {
+			continue // aggregate only: no records, checked above
+		}
+		pred, predErr := compilePredicate(h)
+		for d := 0; d < s.Config.Devices; d++ {
+			r := Row{Hook: h.Name, Device: d, Emitted: emitted[d], Expected: -1}
+			st, ok := out.final[statKey{h.Name, d}]
+			if !ok {
+				r.Problems = append(r.Problems, "no final dump_stats line")
+				s.Rows = append(s.Rows, r)
+				continue
+			}
+			r.Matched, r.Records, r.Dropped = st.Matched, st.Records, st.Dropped
+			r.Stages = fmt.Sprintf("full %d, overwritten %d, torn %d, ring %d",
+				st.DroppedBufferFull, st.DroppedOverwritten, st.DroppedTorn, st.DroppedRingFull)
+			if st.DroppedWriteFailed > 0 {
+				r.Stages += fmt.Sprintf(", write failed %d", st.DroppedWriteFailed)
+			}
+			if r.Records+r.Dropped != r.Matched {
+				r.Problems = append(r.Problems, fmt.Sprintf("records %d + dropped %d != matched %d", r.Records, r.Dropped, r.Matched))
+			}
+			if st.DroppedBufferFull+st.DroppedOverwritten+st.DroppedTorn+st.DroppedRingFull+st.DroppedWriteFailed != st.Dropped {
+				r.Problems = append(r.Problems, "drops by stage do not add up to dropped_total")
+			}
+			if st.Pending != 0 {
+				r.Problems = append(r.Problems, fmt.Sprintf("%d positions still pending after finalize", st.Pending))
+			}
+			recs := out.records[statKey{h.Name, d}]
+			r.Lines = uint64(len(recs))
+			if r.Lines != r.Records {
+				r.Problems = append(r.Problems, fmt.Sprintf("%d record lines but records_total %d", r.Lines, r.Records))
+			}
+			if evs, ok := logs[d]; ok && predErr == nil && pred != nil {
+				n, err := countMatches(h, pred, evs)
+				if err != nil {
+					r.Problems = append(r.Problems, err.Error())
+				} else {
+					r.Expected = int64(n)
+					if uint64(n) != r.Matched {
+						r.Problems = append(r.Problems, fmt.Sprintf("harness expects %d matches, plugin matched %d", n, r.Matched))
+					}
+				}
+			}
+			if evs, ok := logs[d]; ok {
+				r.Checked, r.Problems = checkRecords(h, recs, evs, r.Problems)
+			}
+			s.Rows = append(s.Rows, r)
+		}
+	}
+	return nil
+}
+
+// checkComms checks the comm lines: per device, indices 0, 1, ... once each,
+// and one for every communicator that emitted events.
+func (s *Summary) checkComms(out *output, logs map[int][]Event) {
+	byDev := map[int]map[int]bool{}
+	for _, c := range out.comms {
+		if byDev[c.Device] == nil {
+			byDev[c.Device] = map[int]bool{}
+		}
+		if byDev[c.Device][c.Comm] {
+			s.Problems = append(s.Problems, fmt.Sprintf("device %d: comm %d has two comm lines", c.Device, c.Comm))
+		}
+		byDev[c.Device][c.Comm] = true
+	}
+	for d, set := range byDev {
+		for i := range len(set) {
+			if !set[i] {
+				s.Problems = append(s.Problems, fmt.Sprintf("device %d: comm indices are not 0..%d: %d is missing", d, len(set)-1, i))
+			}
+		}
+	}
+	for d, evs := range logs {
+		for _, e := range evs {
+			if !byDev[d][e.Comm] {
+				s.Problems = append(s.Problems, fmt.Sprintf("device %d: communicator %d emitted events but has no comm line", d, e.Comm))
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package harness
+
+// output.go reads the plugin's JSON lines output back: final statistics, records and comm lines.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/ncclhooks/ncclhooks/internal/schema"
+)
+
+type statKey struct {
+	hook   string
+	device int
+}
+
+type output struct {
+	aggs    map[aggKey]map[rowKey]*aggRow // final snapshots
+	final   map[statKey]schema.DumpStats
+	records map[statKey][]map[string]json.RawMessage
+	comms   []schema.Comm
+	refused map[string]string // hook -> reason
+}
+
+// outputFile finds this process's JSON lines file in dir.
+func outputFile(dir string) (string, error) { return OutputFile(dir, os.Getpid()) }
+
+func readOutput(file string) (*output, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := &output{final: map[statKey]schema.DumpStats{}, records: map[statKey][]map[string]json.RawMessage{},
+		aggs: map[aggKey]map[rowKey]*aggRow{}, refused: map[string]string{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for line := 1; sc.Scan(); line++ {
+		var m map[string]json.RawMessage
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", file, line, err)
+		}
+		var typ, hook string
+		var dev int
+		json.Unmarshal(m["type"], &typ)
+		json.Unmarshal(m["hook"], &hook)
+		json.Unmarshal(m["device"], &dev)
+		k := statKey{hook, dev}
+		switch typ {
+		case schema.TypeRecord:
+			out.records[k] = append(out.records[k], m)
+		case schema.TypeAggregate:
+			var fin schema.Aggregate
+			json.Unmarshal(sc.Bytes(), &fin)
+			if !fin.Final {
+				continue
+			}
+			k, rows, err := parseAggLine(sc.Bytes())
+			if err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
+			}
+			out.aggs[k] = rows
+		case schema.TypeComm:
+			var c schema.Comm
+			if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
+			}
+			out.comms = append(out.comms, c)
+		case schema.TypeRefused:
+			var r schema.Refused
+			json.Unmarshal(sc.Bytes(), &r)
+			out.refused[hook] = r.Position + ": " + r.Reason
+		case schema.TypeDumpStats:
+			var st schema.DumpStats
+			if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
+			}
+			if st.Final {
+				out.final[k] = st // the last final dump wins (several init/finalize cycles)
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// CommIndex maps each communicator name of a plugin output's comm lines to
+// its index (the comm intrinsic), for callers that number their
+// communicators otherwise.
+func CommIndex(file string) (map[string]int, error) {
+	out, err := readOutput(file)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int{}
+	for _, c := range out.comms {
+		m[c.Name] = c.Comm
+	}
+	return m, nil
+}

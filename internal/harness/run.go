@@ -1,0 +1,155 @@
+package harness
+
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+)
+
+// Config is one harness run.
+type Config struct {
+	Backend        string // "cpu" or "gpu": where the hook runs
+	Devices        int    // devices (simulated on cpu)
+	CommsPerDevice int    // communicators per device, concurrent, same channel ids
+	Channels       int    // channels (threads on cpu, blocks on gpu) per communicator
+	Items          int    // work items per channel per launch
+	Batch          int    // work items per batch: STARTs, work, STOPs
+	WorkFloats     int    // cpu: floats summed per work item
+	BytesPerItem   int    // gpu: bytes moved per work item
+	Graph          bool   // gpu: capture the launches in a CUDA graph and replay it
+	Replays        int    // gpu: graph replays (or launches without a graph)
+	FuncIDs        []uint32
+	OutputDir      string // where the plugin writes (NCCL_HOOKS_DUMP_DIR)
+	Verify         bool   // keep an event log and check every record against it
+}
+
+// Defaults fills zero fields.
+func (c *Config) Defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Devices, 2)
+	def(&c.CommsPerDevice, 2)
+	def(&c.Channels, 4)
+	def(&c.Items, 2000)
+	def(&c.Batch, 4)
+	def(&c.WorkFloats, 256)
+	def(&c.BytesPerItem, 64<<10)
+	def(&c.Replays, 1)
+	if c.Backend == "" {
+		c.Backend = "cpu"
+	}
+	if len(c.FuncIDs) == 0 {
+		for i := 0; i < FuncCount(); i++ {
+			c.FuncIDs = append(c.FuncIDs, uint32(i))
+		}
+	}
+}
+
+// comm is one simulated communicator of a run.
+type comm struct {
+	*Comm
+	index     int // among the communicators of its device
+	id        uint64
+	hook, ctx uintptr // what getDeviceHook gave this communicator
+}
+
+// Run plays NCCL against the plugin with the profile the plugin loaded
+// (NCCL_HOOKS_PROFILE) and checks the plugin's output. The profile is passed
+// so the harness can compute independently which events should match.
+func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
+	cfg.Defaults()
+	start := time.Now()
+	var comms []*comm
+	for d := 0; d < cfg.Devices; d++ {
+		for k := 0; k < cfg.CommsPerDevice; k++ {
+			name := fmt.Sprintf("harness-dev%d-comm%d", d, k)
+			h := fnv.New64a()
+			h.Write([]byte(name))
+			// As NCCL does: init, then getDeviceHook for this communicator's
+			// device, on the same thread (the plugin pairs them by thread).
+			c, hook, ctx, err := p.InitWithHook(h.Sum64(), name, d, 1, cfg.Devices, d)
+			if err != nil {
+				return nil, err
+			}
+			comms = append(comms, &comm{Comm: c, index: k, id: h.Sum64(), hook: hook, ctx: ctx})
+		}
+	}
+	var (
+		logs    map[int][]Event // per device
+		emitted map[int]uint64
+		elapsed time.Duration
+		err     error
+	)
+	switch cfg.Backend {
+	case "cpu":
+		logs, emitted, elapsed, err = emitCPU(comms, cfg)
+	case "gpu":
+		logs, emitted, elapsed, err = emitGPU(comms, cfg.Devices, cfg)
+	default:
+		err = fmt.Errorf("harness: unknown backend %q (cpu or gpu)", cfg.Backend)
+	}
+	// Finalize even after a failed emit: the plugin must flush.
+	for _, c := range comms {
+		if ferr := p.Finalize(c.Comm); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &Summary{Config: cfg, PluginVersion: p.Version, Log: TakeLog(), Emit: elapsed, Total: time.Since(start)}
+	for _, c := range comms {
+		s.HookActive = s.HookActive || c.hook != 0
+	}
+	for d := range cfg.Devices {
+		s.Emitted += emitted[d]
+	}
+	s.checkContexts(comms)
+	if err := s.check(prof, logs, emitted); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// emitCPU runs every channel of every communicator as its own thread, all
+// at once, so communicators on one device race on the same channel ids.
+func emitCPU(comms []*comm, cfg Config) (map[int][]Event, map[int]uint64, time.Duration, error) {
+	var chs []cpuChannel
+	var devOf []int
+	for _, c := range comms {
+		for ch := 0; ch < cfg.Channels; ch++ {
+			chs = append(chs, cpuChannel{
+				Hook: c.hook, Ctx: c.ctx, Comm: c.index,
+				Channel:     ch,
+				CounterBase: uint64(c.index) << 40, // NCCL's counters are per communicator: keep them apart
+				Items:       cfg.Items,
+				Batch:       cfg.Batch,
+				WorkFloats:  cfg.WorkFloats,
+				FuncIDs:     cfg.FuncIDs,
+				FuncOffset:  c.index*7 + ch,
+				Log:         cfg.Verify,
+			})
+			devOf = append(devOf, c.Device)
+		}
+	}
+	t0 := time.Now()
+	chLogs, err := runCPUChannels(chs)
+	elapsed := time.Since(t0)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	logs := map[int][]Event{}
+	emitted := map[int]uint64{}
+	for i, l := range chLogs {
+		emitted[devOf[i]] += uint64(2 * chs[i].Items)
+		if l != nil {
+			logs[devOf[i]] = append(logs[devOf[i]], l...)
+		}
+	}
+	return logs, emitted, elapsed, nil
+}

@@ -1,0 +1,202 @@
+package hookgen
+
+// entry.go writes each hook's static function (intrinsics, lets, predicate, record, aggregates) and
+// the entry that calls them in profile order.
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/expr-lang/expr/ast"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+)
+
+// intrinsics are read once per hook invocation, before its predicate.
+var intrinsics = []struct{ name, read string }{
+	{"smid", "hk_smid()"},
+	{"clock", "hk_clock()"},
+	{"globaltimer", "hk_globaltimer()"},
+}
+
+// catalogC is how each catalogue value is spelt in C (intrinsics: the
+// local variable read at the top of the hook).
+func catalogC(e config.CatalogEntry) (cexpr, bool) {
+	var code string
+	switch e.Kind {
+	case config.KindEvent:
+		code = "((hk_i64)ev->" + e.Name + ")"
+	case config.KindIntrinsic:
+		switch e.Name {
+		case "cudaDev":
+			code = "((hk_i64)cx->device)"
+		case "comm":
+			code = "((hk_i64)cx->comm)"
+		default:
+			code = "(iv_" + e.Name + ")"
+		}
+	case config.KindDerived:
+		if e.Name == "paired" {
+			return cexpr{"(dv->paired)", kindBool}, true
+		}
+		code = "((hk_i64)dv->" + e.Name + ")"
+	default:
+		return cexpr{}, false
+	}
+	k := kindInt
+	switch {
+	case e.Type == config.Bool:
+		k = kindBool
+	case e.Type.IsFloat():
+		k = kindFloat
+	}
+	return cexpr{code, k}, true
+}
+
+func baseNames() map[string]cexpr {
+	names := map[string]cexpr{}
+	for _, e := range config.Catalog {
+		if c, ok := catalogC(e); ok {
+			names[e.Name] = c
+		}
+	}
+	for name, v := range config.Constants {
+		names[name] = cexpr{intLiteral(int64(v)), kindInt}
+	}
+	return names
+}
+
+var cIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (g *generator) hook(info *HookInfo) error {
+	h, w := info.Hook, &g.w
+	t := &translator{names: baseNames(), funcSets: g.funcSets}
+	used := g.hookNames(h)
+	return w.span(h.Name, "hook", h.Pos, func() error {
+		w.printf("/* ======== hook %s (%s) ======== */\n", comment(fmt.Sprintf("%q", h.Name)), g.at.pos(h.Pos))
+		w.printf("HK_FN void %s(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {\n", g.fns[info.Index])
+		w.printf("  (void)dv;\n")
+		if h.Sample > 1 {
+			_ = w.span(h.Name, "sample", h.Pos, func() error {
+				w.printf("  /* sample 1/%d: keep work items with workCounter %% %d == 0 */\n", h.Sample, h.Sample)
+				w.printf("  if (ev->workCounter %% %dULL != 0ULL) return;\n", h.Sample)
+				return nil
+			})
+		}
+		for _, in := range intrinsics {
+			if used[in.name] {
+				w.printf("  const hk_i64 iv_%s = (hk_i64)%s; /* read at the hook */\n", in.name, in.read)
+			}
+		}
+		early := lets(h, h.When)
+		for _, l := range h.Lets {
+			if early[l.Name] {
+				if err := g.let(t, h, l); err != nil {
+					return err
+				}
+			}
+		}
+		if h.When != nil {
+			err := w.span(h.Name, "when", h.When.Pos, func() error {
+				t.at = h.When.Pos
+				c, err := t.expr(h.When.Tree)
+				if err != nil {
+					return exprErr(h, "when", err)
+				}
+				if c.kind != kindBool {
+					return fmt.Errorf("%s: hook %q: when must be a bool, not %s", h.When.Pos, h.Name, c.kind)
+				}
+				w.printf("  /* hook %s (%s): when %s */\n", comment(fmt.Sprintf("%q", h.Name)), g.at.pos(h.When.Pos), comment(h.When.Source))
+				w.printf("  if (!%s) return;\n", c.code)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for _, l := range h.Lets {
+			if !early[l.Name] {
+				if err := g.let(t, h, l); err != nil {
+					return err
+				}
+			}
+		}
+		if len(info.Layout.Fields) > 0 {
+			if err := g.record(t, info); err != nil {
+				return err
+			}
+		}
+		for _, a := range h.Aggregates {
+			if err := g.aggregate(t, h, a, g.aggOf(a)); err != nil {
+				return err
+			}
+		}
+		w.printf("}\n\n")
+		return nil
+	})
+}
+
+// lets returns the lets that e needs, directly or through other lets: they
+// are computed before the predicate, every other let after it.
+func lets(h *config.Hook, e *config.Expr) map[string]bool {
+	need := map[string]bool{}
+	if e == nil {
+		return need
+	}
+	byName := map[string]*config.Let{}
+	for _, l := range h.Lets {
+		byName[l.Name] = l
+	}
+	var visit func(tree ast.Node)
+	visit = func(tree ast.Node) {
+		for _, name := range identifiers(tree) {
+			if l, ok := byName[name]; ok && !need[name] {
+				need[name] = true
+				visit(l.Expr.Tree)
+			}
+		}
+	}
+	visit(e.Tree)
+	return need
+}
+
+func (g *generator) let(t *translator, h *config.Hook, l *config.Let) error {
+	w := &g.w
+	return w.span(h.Name, "let "+l.Name, l.Pos, func() error {
+		t.at = l.Expr.Pos
+		c, err := t.expr(l.Expr.Tree)
+		if err != nil {
+			return exprErr(h, "let "+l.Name, err)
+		}
+		v := fmt.Sprintf("l%d", len(t.names))
+		if cIdent.MatchString(l.Name) {
+			v = "l_" + l.Name
+		}
+		w.printf("  /* let %s = %s (%s) */\n", comment(l.Name), comment(l.Expr.Source), g.at.pos(l.Pos))
+		w.printf("  const %s %s = %s;\n", c.kind.cType(), v, c.code)
+		t.names[l.Name] = cexpr{"(" + v + ")", c.kind}
+		return nil
+	})
+}
+
+// entry writes the one hook NCCL calls, which dispatches to every hook in
+// profile order, and the pointer variable the GPU backend reads its address from.
+func (g *generator) entry(pairing bool) {
+	m, w := g.m, &g.w
+	w.printf("/* The hook NCCL calls on lane 0 of each block, at START and STOP of every work item. */\n")
+	w.printf("HK_ENTRY void %s(const ncclProfilerDevEvent_t* ev, void* devCtx) {\n", SymEntry)
+	w.printf("  const hk_ctx_t* HK_RESTRICT cx = (const hk_ctx_t*)devCtx; /* &%s of this device */\n", SymCtx)
+	w.printf("  hk_derived_t dv = {0, 0};\n")
+	w.printf("  if (!cx) return;\n")
+	if pairing {
+		w.printf("  hk_pair(cx, ev, &dv);\n")
+	}
+	for _, h := range m.Hooks {
+		w.printf("  %s(cx, ev, &dv); /* %s */\n", g.fns[h.Index], comment(fmt.Sprintf("%q", h.Name)))
+	}
+	w.printf("}\n\n")
+	w.printf("/* The entry's absolute address, for the GPU backend to read (a function pointer:\n")
+	w.printf("   a cast to void* would need dynamic initialisation, which __device__ variables lack). */\n")
+	w.printf("HK_VAR ncclProfilerDevHook_t %s = %s;\n\n", SymEntryPtr, SymEntry)
+	w.printf("HK_EXTERN_C_END\n")
+}

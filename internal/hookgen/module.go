@@ -1,0 +1,283 @@
+package hookgen
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+)
+
+// Symbol names every generated module defines (docs/ARCHITECTURE.md).
+const (
+	SymEntry    = "ncclhooks_entry"
+	SymEntryPtr = "ncclhooks_entry_ptr"
+	SymCtx      = "ncclhooks_ctx"
+	SymCtl      = "ncclhooks_ctl"
+	SymAgg      = "ncclhooks_agg"
+	SymFuncSets = "ncclhooks_funcsets"
+	SymPairs    = "ncclhooks_pairs"
+)
+
+// FuncSetWords is the number of 32-bit words of one function-id set: ids
+// 0..FuncSetWords*32-1 can be tested; a larger id never matches a set.
+const FuncSetWords = 256
+
+// Module describes a generated source: everything a backend, the drain and
+// the decoders need to know about it.
+type Module struct {
+	Profile  *config.Profile
+	Source   string
+	Hooks    []*HookInfo    // enabled hooks, in dispatch order; Index == position here
+	FuncSets []*FuncSetInfo // name predicates; set i is ncclhooks_funcsets[i]
+	Aggs     []*AggInfo     // aggregates of all hooks; cells laid out back to back in ncclhooks_agg
+	AggWords int            // total 64-bit words of ncclhooks_agg
+	Lines    []LineSpan     // generated line ranges traced back to the profile
+}
+
+// CtlWords is the number of 64-bit words of ncclhooks_ctl: head then limit per hook.
+func (m *Module) CtlWords() int { return 2 * len(m.Hooks) }
+
+// HookInfo is one enabled hook as generated.
+type HookInfo struct {
+	Index    int
+	Name     string
+	Slots    int // N, a power of two
+	Overflow config.Overflow
+	Layout   Layout
+	Hook     *config.Hook
+}
+
+// CtxAddrs are the addresses hk_ctx_t holds for one device. The hook reaches
+// all of its state through devCtx and never by symbol: called from NCCL's
+// kernel, which lives in another module, a function cannot address its own
+// module's globals (the GPU resolves them through the running kernel's
+// module, so such an access faults).
+type CtxAddrs struct {
+	Device                    int
+	Comm                      int       // the communicator's index on the device (the comm intrinsic)
+	Ctl, Agg, FuncSets, Pairs uintptr   // the module's ncclhooks_ctl, _agg, _funcsets, _pairs
+	Slots, Holes              []uintptr // per hook, as the hook sees them (device addresses on the GPU)
+}
+
+// CtxBytes is the byte size of hk_ctx_t: four pointers, two per hook, the
+// device ordinal and the communicator index.
+func (m *Module) CtxBytes() int { return 32 + 16*len(m.Hooks) + 8 }
+
+// EncodeCtx returns the bytes of hk_ctx_t (little-endian, 64-bit pointers).
+func (m *Module) EncodeCtx(a CtxAddrs) []byte {
+	b := make([]byte, m.CtxBytes())
+	for i, p := range []uintptr{a.Ctl, a.Agg, a.FuncSets, a.Pairs} {
+		binary.LittleEndian.PutUint64(b[8*i:], uint64(p))
+	}
+	for h := range m.Hooks {
+		if h < len(a.Slots) {
+			binary.LittleEndian.PutUint64(b[32+16*h:], uint64(a.Slots[h]))
+		}
+		if h < len(a.Holes) {
+			binary.LittleEndian.PutUint64(b[32+16*h+8:], uint64(a.Holes[h]))
+		}
+	}
+	binary.LittleEndian.PutUint32(b[32+16*len(m.Hooks):], uint32(a.Device))
+	binary.LittleEndian.PutUint32(b[32+16*len(m.Hooks)+4:], uint32(a.Comm))
+	return b
+}
+
+// Trace returns the narrowest generated span that contains line (1-based),
+// so that a compiler diagnostic can name the hook and profile position it
+// came from.
+func (m *Module) Trace(line int) (LineSpan, bool) {
+	best, found := LineSpan{}, false
+	for _, s := range m.Lines {
+		if line < s.Start || line > s.End {
+			continue
+		}
+		if !found || s.End-s.Start < best.End-best.Start {
+			best, found = s, true
+		}
+	}
+	return best, found
+}
+
+// FuncSetInfo is one function-id set to fill at init from function names.
+type FuncSetInfo struct {
+	Index int
+	Pred  *config.FuncPred
+	Hook  string
+}
+
+// MaxFuncIDs is how many function ids a set holds (ncclhooks_funcsets rows).
+const MaxFuncIDs = FuncSetWords * 32
+
+// FuncSetBits resolves every name predicate of m against names (NCCL's
+// function names, by id) into the words of ncclhooks_funcsets: set i, id n
+// is bit n%32 of word n/32. Ids from MaxFuncIDs on are never matched.
+func (m *Module) FuncSetBits(names []string) [][]uint32 {
+	sets := make([][]uint32, len(m.FuncSets))
+	for i, fs := range m.FuncSets {
+		bits := make([]uint32, FuncSetWords)
+		for id, n := range names[:min(len(names), MaxFuncIDs)] {
+			if fs.Pred.Match(n) {
+				bits[id/32] |= 1 << (id % 32)
+			}
+		}
+		sets[i] = bits
+	}
+	return sets
+}
+
+// AggInfo is one aggregate's place in ncclhooks_agg.
+type AggInfo struct {
+	Hook     string
+	Agg      *config.Aggregate
+	Offset   int  // first 64-bit word in ncclhooks_agg
+	Keys     int  // number of key combinations (rows): config.Aggregate.Keys
+	RowWords int  // words per row: config.Aggregate.RowWords
+	Overflow bool // keyed by funcId and/or channelId: the last key of each collects out-of-range ids
+}
+
+// Buckets is the number of histogram buckets of the aggregate (0 unless a
+// histogram): config.Buckets.Count.
+func (a *AggInfo) Buckets() int {
+	if a.Agg.Kind != config.AggHistogram {
+		return 0
+	}
+	return a.Agg.Buckets.Count()
+}
+
+// Row returns the row of a (funcId, channelId) key, folding out-of-range ids
+// into the overflow key exactly as the generated code does
+// (config.Aggregate.Row).
+func (a *AggInfo) Row(funcID, channelID uint32) int { return a.Agg.Row(funcID, channelID) }
+
+// LineSpan maps generated source lines [Start, End] (1-based) to the profile.
+type LineSpan struct {
+	Start, End int
+	Hook       string
+	What       string // "when", "let dur_us", "field fn", "aggregate latency", ...
+	Pos        config.Pos
+}
+
+// Layout is a packed record layout, described once for generator and decoder.
+type Layout struct {
+	Fields []FieldLayout
+	Bytes  int // packed payload bytes
+	Chunks int // 32-bit chunks = ceil(Bytes/4); a slot is Chunks 64-bit words
+}
+
+// FieldLayout is one field at a byte offset of the packed payload.
+type FieldLayout struct {
+	Name   string
+	Source string
+	Type   config.Type
+	Offset int
+	dec    decodeKind // set by Generate
+}
+
+// SlotWords is the number of 64-bit words of one slot.
+func (l *Layout) SlotWords() int { return l.Chunks }
+
+// Value is a decoded field value: exactly one of U, I, F is meaningful, by Type.
+type Value struct {
+	Type config.Type
+	U    uint64
+	I    int64
+	F    float64
+}
+
+// decodeKind is how Decode reads a field; 0 means not prepared yet.
+type decodeKind uint8
+
+const (
+	decU8 decodeKind = iota + 1
+	decU16
+	decU32
+	decU64
+	decI8
+	decI16
+	decI32
+	decI64
+	decF32
+	decF64
+)
+
+func kindOf(t config.Type) decodeKind {
+	switch t {
+	case config.Bool, config.U8:
+		return decU8
+	case config.U16:
+		return decU16
+	case config.U32:
+		return decU32
+	case config.U64:
+		return decU64
+	case config.I8:
+		return decI8
+	case config.I16:
+		return decI16
+	case config.I32:
+		return decI32
+	case config.I64:
+		return decI64
+	case config.F32:
+		return decF32
+	case config.F64:
+		return decF64
+	}
+	return 0
+}
+
+// Prepare readies a hand-built layout for fast decoding (Generate does it
+// for its own).
+func (l *Layout) Prepare() {
+	for i := range l.Fields {
+		l.Fields[i].dec = kindOf(l.Fields[i].Type)
+	}
+}
+
+// Decode unpacks a payload (len >= l.Bytes) into one value per field. It
+// runs for every drained record: fields prepared by Generate skip the
+// type-name switch.
+func (l *Layout) Decode(payload []byte, out []Value) []Value {
+	n := len(l.Fields)
+	if cap(out) < n {
+		out = make([]Value, n)
+	}
+	out = out[:n]
+	le := binary.LittleEndian
+	for i := range l.Fields {
+		f := &l.Fields[i]
+		k := f.dec
+		if k == 0 {
+			k = kindOf(f.Type)
+		}
+		o := f.Offset
+		v := &out[i]
+		if v.Type != f.Type { // values are reused record after record
+			v.Type = f.Type
+		}
+		v.U, v.I, v.F = 0, 0, 0
+		switch k {
+		case decU8:
+			v.U = uint64(payload[o])
+		case decU16:
+			v.U = uint64(le.Uint16(payload[o:]))
+		case decU32:
+			v.U = uint64(le.Uint32(payload[o:]))
+		case decU64:
+			v.U = le.Uint64(payload[o:])
+		case decI8:
+			v.I = int64(int8(payload[o]))
+		case decI16:
+			v.I = int64(int16(le.Uint16(payload[o:])))
+		case decI32:
+			v.I = int64(int32(le.Uint32(payload[o:])))
+		case decI64:
+			v.I = int64(le.Uint64(payload[o:]))
+		case decF32:
+			v.F = float64(math.Float32frombits(le.Uint32(payload[o:])))
+		case decF64:
+			v.F = math.Float64frombits(le.Uint64(payload[o:]))
+		}
+	}
+	return out
+}

@@ -1,0 +1,113 @@
+package hookgen
+
+// record.go writes the record protocol of the record slots: a hook's fields packed into stamped
+// chunks.
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+)
+
+// record writes the record protocol of docs/ARCHITECTURE.md "Record slots".
+func (g *generator) record(t *translator, info *HookInfo) error {
+	h, w, l := info.Hook, &g.w, &info.Layout
+	H := len(g.m.Hooks)
+	pos := h.Fields[0].Pos
+	return w.span(h.Name, "record", pos, func() error {
+		w.printf("  /* record: %d fields, %d bytes in %d chunks; %d slots, %s */\n  {\n",
+			len(l.Fields), l.Bytes, l.Chunks, info.Slots, comment(string(info.Overflow)))
+		dropNewest := info.Overflow == config.DropNewest
+		if dropNewest {
+			w.printf("    const hk_u64 limit = hk_load64(&cx->ctl[%d]);\n", H+info.Index)
+		}
+		w.printf("    const hk_u64 pos = hk_fetch_inc(&cx->ctl[%d]);\n", info.Index)
+		mask := fmt.Sprintf("%dULL", info.Slots-1)
+		if dropNewest {
+			w.printf("    if (pos >= limit) { /* buffer full: leave a hole stamp, no record */\n")
+			w.printf("      hk_store32(&cx->hook[%d].holes[pos & %s], (hk_u32)(pos + 1ULL));\n", info.Index, mask)
+			w.printf("    } else {\n")
+		} else {
+			w.printf("    {\n")
+		}
+		w.printf("      hk_u64* slot = cx->hook[%d].slots + (pos & %s) * %dULL;\n", info.Index, mask, l.Chunks)
+		w.printf("      const hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;\n")
+		for i, f := range l.Fields {
+			cf := h.Fields[i]
+			err := w.span(h.Name, "field "+f.Name, cf.Pos, func() error {
+				src, ok := t.names[f.Source]
+				if !ok {
+					return fmt.Errorf("%s: hook %q: field %q: unknown source %q", cf.Pos, h.Name, f.Name, f.Source)
+				}
+				w.printf("      /* field %s <- %s as %s at byte %d (%s) */\n", comment(f.Name), comment(f.Source), f.Type, f.Offset, g.at.pos(cf.Pos))
+				w.printf("      const hk_u64 f%d = %s;\n", i, fieldBits(src, f.Type))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for c := 0; c < l.Chunks; c++ {
+			w.printf("      const hk_u32 c%d = %s;\n", c, chunk(l, c))
+		}
+		for c := 0; c < l.Chunks; {
+			if l.Chunks%2 == 0 { // slots are 16-byte aligned: vector stores
+				w.printf("      hk_store64x2(slot + %d, stamp | c%d, stamp | c%d);\n", c, c, c+1)
+				c += 2
+				continue
+			}
+			w.printf("      hk_store64(slot + %d, stamp | c%d);\n", c, c)
+			c++
+		}
+		w.printf("    }\n  }\n")
+		return nil
+	})
+}
+
+// fieldBits converts a value to the little-endian bits of a stored type,
+// zero-extended to 64 bits.
+func fieldBits(v cexpr, t config.Type) string {
+	if t == config.Bool {
+		return "(" + v.code + " ? 1ULL : 0ULL)"
+	}
+	if v.kind == kindBool {
+		v = cexpr{"(" + v.code + " ? 1LL : 0LL)", kindInt}
+	}
+	switch t {
+	case config.F32:
+		return "(hk_u64)hk_f32_bits((float)" + v.code + ")"
+	case config.F64:
+		return "hk_f64_bits(" + toFloat(v) + ")"
+	}
+	i := v.code
+	if v.kind == kindFloat {
+		i = "hk_f2i(" + v.code + ")"
+	}
+	if t.Bytes() == 8 {
+		return "(hk_u64)" + i
+	}
+	width := map[int]string{1: "hk_u8", 2: "hk_u16", 4: "hk_u32"}[t.Bytes()]
+	return "(hk_u64)(" + width + ")" + i
+}
+
+// chunk is the C expression of 32-bit chunk c of the packed payload: bytes
+// [4c, 4c+4), assembled from the fields that overlap them.
+func chunk(l *Layout, c int) string {
+	var terms []string
+	for i, f := range l.Fields {
+		lo, hi := f.Offset, f.Offset+f.Type.Bytes()
+		if hi <= 4*c || lo >= 4*c+4 {
+			continue
+		}
+		switch shift := 8 * (lo - 4*c); {
+		case shift > 0:
+			terms = append(terms, fmt.Sprintf("(hk_u32)(f%d << %d)", i, shift))
+		case shift < 0:
+			terms = append(terms, fmt.Sprintf("(hk_u32)(f%d >> %d)", i, -shift))
+		default:
+			terms = append(terms, fmt.Sprintf("(hk_u32)f%d", i))
+		}
+	}
+	return strings.Join(terms, " | ")
+}

@@ -1,0 +1,80 @@
+// Package lifecycle owns the plugin's life in a process: the knobs and the
+// profile at the first init, the generated module, its compilation on the
+// first getDeviceHook and its load on each device, the drainer and the
+// sinks, and the settling of outputs at the last finalize. The plugin
+// (package main, the exported C ABI) and `ncclhooks bench` both drive it;
+// every failure is logged once through Env.Log and leaves the plugin
+// inactive, never the job failed.
+package lifecycle
+
+import (
+	"fmt"
+
+	"github.com/ncclhooks/ncclhooks/internal/abi"
+	"github.com/ncclhooks/ncclhooks/internal/backend"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+	"github.com/ncclhooks/ncclhooks/internal/rings"
+)
+
+// NCCL's log levels, as its logger takes them (package abi's).
+const (
+	LogWarn = abi.LogWarn
+	LogInfo = abi.LogInfo
+)
+
+// Env is what the host process provides: NCCL's logger and function-name
+// table, the knobs, and whether the ncclhooks harness is the caller.
+type Env struct {
+	Log            func(level int, msg string)
+	FuncName       func(id uint32) string // NCCL's ncclProfilerDevFuncName; "" for an unknown id
+	Knobs          func() (Knobs, error)  // read at the first init
+	HarnessPresent func() bool            // the harness's marker symbol is loaded (cpu hooks are callable)
+}
+
+// Knobs are the NCCL_HOOKS_* settings (the README's knob table).
+type Knobs struct {
+	Profile       string // NCCL_HOOKS_PROFILE: path of the YAML profile; unset: inactive
+	Backend       string // NCCL_HOOKS_BACKEND: auto (default), gpu, cpu
+	DumpDir       string // NCCL_HOOKS_DUMP_DIR: overrides the profile's output.dump_dir
+	CacheDir      string // NCCL_HOOKS_CACHE_DIR: compile cache directory, "off" disables it
+	CC            string // NCCL_HOOKS_CC: C compiler of the cpu backend (default cc)
+	PromDir       string // NCCL_HOOKS_PROM_DIR: write node-exporter textfiles there
+	PromAddr      string // NCCL_HOOKS_PROM_ADDR: serve /metrics there (host defaults to 127.0.0.1)
+	PromDumpStats bool   // NCCL_HOOKS_PROM_DUMP_STATS: 1 adds capture statistics to Prometheus output
+	NVRTCOptions  string // NCCL_HOOKS_NVRTC_OPTIONS: extra NVRTC options for the hook module
+	MaxRegisters  int    // NCCL_HOOKS_MAX_REGISTERS: registers a hook may use (0: the default budget)
+	RegisterCaps  []int  // NCCL_HOOKS_REGISTER_CAPS: diagnostics: the --maxrregcount values to try, in order
+	SharedCtx     bool   // NCCL_HOOKS_SHARED_CTX: diagnostics: every communicator gets communicator 0's context
+}
+
+// New returns a Session that has seen no communicator yet.
+func New(env Env) *Session {
+	return &Session{env: env, devices: map[int]backend.Device{}, comms: map[uint64]*comm{}, commsOnDevice: map[int]int{}}
+}
+
+// LoadDevice takes a compiled module to a hook NCCL may call on device ord:
+// it loads it, fills the name predicates' function-id sets from names
+// (NCCL's function names by id), records the device's clock pair (clock may
+// be nil) and adds the device to dr, which starts draining at its current
+// head. The device is closed again on failure.
+func LoadDevice(c backend.Compiled, m *hookgen.Module, ord int, names []string, dr *rings.Drainer,
+	clock func(device int, hostUnixNs, deviceNs uint64) error) (backend.Device, error) {
+	d, err := c.Load(ord)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.WriteFuncSets(m.FuncSetBits(names)); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("device %d: function-name sets: %w", ord, err)
+	}
+	if clock != nil {
+		if host, dev, err := d.Clock(); err == nil {
+			clock(d.Ordinal(), host, dev) // a failed write surfaces at the next dump
+		}
+	}
+	if err := dr.Add(d, m); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("device %d: %w", ord, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,113 @@
+package lifecycle_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ncclhooks/ncclhooks/internal/lifecycle"
+)
+
+// logs collects what a Session logs through NCCL's logger.
+type logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logs) log(level int, msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	tag := map[int]string{lifecycle.LogWarn: "WARN", lifecycle.LogInfo: "INFO"}[level]
+	l.lines = append(l.lines, tag+" "+msg)
+}
+
+func (l *logs) count(tag string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, s := range l.lines {
+		if strings.HasPrefix(s, tag+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+func session(t *testing.T, k lifecycle.Knobs, l *logs) *lifecycle.Session {
+	t.Helper()
+	return lifecycle.New(lifecycle.Env{
+		Log:            l.log,
+		FuncName:       func(id uint32) string { return map[uint32]string{0: "SendRecv", 1: "AllReduce_Sum_f32_RING_LL"}[id] },
+		Knobs:          func() (lifecycle.Knobs, error) { return k, nil },
+		HarnessPresent: func() bool { return true },
+	})
+}
+
+// Two communicators through the cpu backend: one module, one context each,
+// one comm line each, and the outputs settled only when the last one goes.
+func TestSessionCommunicators(t *testing.T) {
+	dir := t.TempDir()
+	// An hour between dumps: the only dump is the final one.
+	prof := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(prof, []byte("version: 1\nname: p\noutput: {dump_interval: 1h}\nhooks:\n  - name: all\n    fields: [timestamp, phase]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := &logs{}
+	s := session(t, lifecycle.Knobs{Profile: prof, Backend: "cpu", CC: "cc", DumpDir: dir, CacheDir: "off"}, l)
+	a := s.Init(0xa, "comm-a", 1, 2, 0)
+	b := s.Init(0xb, "comm-b", 1, 2, 1)
+	hookA, ctxA := s.DeviceHook(0, a)
+	hookB, ctxB := s.DeviceHook(0, b)
+	if hookA == 0 || hookA != hookB || ctxA == 0 || ctxB == 0 || ctxA == ctxB {
+		t.Fatalf("hooks %#x %#x, contexts %#x %#x: want one hook, two distinct contexts\n%s", hookA, hookB, ctxA, ctxB, strings.Join(l.lines, "\n"))
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("output files %v", files)
+	}
+	types := func() map[string]int {
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[string]int{}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var v struct{ Type string }
+			if err := json.Unmarshal([]byte(line), &v); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			n[v.Type]++
+		}
+		return n
+	}
+	s.Finalize(a)
+	if n := types(); n["header"] != 1 || n["comm"] != 2 || n["dump_stats"] != 0 {
+		t.Errorf("after the first finalize: %v; want a header, 2 comm lines and no final dump yet", n)
+	}
+	s.Finalize(b)
+	if n := types(); n["dump_stats"] == 0 {
+		t.Errorf("after the last finalize: %v; want the final dump", n)
+	}
+	if w := l.count("WARN"); w != 0 {
+		t.Errorf("%d WARN lines:\n%s", w, strings.Join(l.lines, "\n"))
+	}
+}
+
+// Without a profile the session is inactive: one WARN, no hook for anyone.
+func TestSessionInactiveWithoutProfile(t *testing.T) {
+	l := &logs{}
+	s := session(t, lifecycle.Knobs{Backend: "cpu"}, l)
+	for i := range 3 {
+		id := s.Init(uint64(i), "c", 1, 1, 0)
+		if h, c := s.DeviceHook(0, id); h != 0 || c != 0 {
+			t.Fatalf("inactive session handed out hook %#x ctx %#x", h, c)
+		}
+		s.Finalize(id)
+	}
+	if w := l.count("WARN"); w != 1 || !strings.Contains(l.lines[0], "NCCL_HOOKS_PROFILE is not set") {
+		t.Errorf("want exactly one WARN naming NCCL_HOOKS_PROFILE:\n%s", strings.Join(l.lines, "\n"))
+	}
+}

@@ -1,0 +1,561 @@
+// Package report reads ncclhooks JSON lines outputs back (files or
+// directories, several ranks' files merged), pairs START/STOP records into
+// work-item durations, and turns them into per hook, function and channel
+// statistics and regression verdicts between two runs. The CLI's report,
+// diff and trace commands are built on it; the line format is the contract
+// in docs/ARCHITECTURE.md.
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/ncclhooks/ncclhooks/internal/abi"
+	"github.com/ncclhooks/ncclhooks/internal/schema"
+)
+
+// FormatVersion is the JSON lines format version this package reads.
+const FormatVersion = schema.Format
+
+// Header is a file's first line.
+type Header = schema.Header
+
+// Clock is a host/device timestamp pair taken together on one device.
+type Clock struct {
+	Device     int
+	HostUnixNs uint64
+	DeviceNs   uint64
+}
+
+// HostNs places a device timestamp on the host timeline:
+// host = device_ts - device_ns + host_unix_ns.
+func (c Clock) HostNs(deviceTs uint64) int64 {
+	return int64(deviceTs-c.DeviceNs) + int64(c.HostUnixNs)
+}
+
+// DumpStats is one dump_stats line of one of the run's files.
+type DumpStats struct {
+	File int // index into Run.Files
+	schema.DumpStats
+}
+
+// File is one JSON lines file of a run.
+type File struct {
+	Path    string
+	Header  Header
+	Clocks  map[int]Clock // by device
+	Records int           // record lines
+}
+
+// WorkItem is one work item measured between its START and STOP, either
+// paired from two records or from a STOP record's recorded duration.
+type WorkItem struct {
+	File        int // index into Run.Files
+	Hook        string
+	Device      int
+	Channel     int    // -1 when the hook does not record channelId
+	FuncID      int64  // -1 when the hook does not record funcId
+	Func        string // function name; see FuncLabel
+	WorkCounter uint64
+	HasCounter  bool
+	Start, Stop uint64 // device timestamps, ns (Start = Stop - duration for recorded durations)
+	HasTime     bool   // Start and Stop are meaningful
+	Duration    uint64 // ns
+}
+
+// FuncLabel names the item's function: the resolved name, else "funcId N",
+// else "all" for hooks that do not record the function.
+func (w *WorkItem) FuncLabel() string { return funcLabel(w.Func, w.FuncID) }
+
+func funcLabel(name string, id int64) string {
+	switch {
+	case name != "":
+		return name
+	case id >= 0:
+		return "funcId " + strconv.FormatInt(id, 10)
+	}
+	return "all"
+}
+
+// HookCounts are per-hook record and pairing counts.
+type HookCounts struct {
+	Records        uint64
+	Items          uint64
+	UnpairedStarts uint64 // START without its STOP
+	UnpairedStops  uint64 // STOP without its START (or recorded duration unpaired)
+	// Ambiguous counts pairs made while several STARTs waited under the same
+	// (device, channel, workCounter): concurrent communicators on one device.
+	// A recorded duration (paired on the device) has no such ambiguity.
+	Ambiguous uint64
+}
+
+// Run is everything read from one set of inputs.
+type Run struct {
+	Inputs  []string
+	Files   []*File
+	Profile string // header profile name (the first file's, with AllowMixed)
+	Hooks   map[string]*HookCounts
+	Stats   []DumpStats             // every dump_stats line, in file order
+	Aggs    map[aggKey]*AggSnapshot // the latest snapshot of every aggregate, per file and device
+	// Warnings are problems the inputs were read past (a truncated last line).
+	Warnings []string
+}
+
+// HookNames returns the hooks seen, sorted.
+func (r *Run) HookNames() []string {
+	names := make([]string, 0, len(r.Hooks))
+	for h := range r.Hooks {
+		names = append(names, h)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Options tune Read.
+type Options struct {
+	// AllowMixed accepts files whose headers name different profiles.
+	AllowMixed bool
+	// Warn, when set, receives each of Run.Warnings as it is found.
+	Warn func(msg string)
+	// Progress, when set, is called now and then with bytes read so far
+	// and the total size of all inputs.
+	Progress func(done, total int64)
+}
+
+// InputError is a problem with the inputs: a missing, empty, truncated or
+// inconsistent file. Its message names file:line where there is one.
+type InputError struct {
+	Path string
+	Line int // 0: the file (or directory) as a whole
+	Err  error
+}
+
+func (e *InputError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %v", e.Path, e.Line, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Path, e.Err)
+}
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+// ErrNoRecords is wrapped by Read's error when the inputs hold no record at all.
+var ErrNoRecords = errors.New("no records")
+
+// Expand turns the inputs (files or directories, searched recursively for
+// *.jsonl) into a sorted list of files.
+func Expand(inputs []string) ([]string, error) {
+	if len(inputs) == 0 {
+		return nil, errors.New("no inputs given: name JSON lines files or dump directories")
+	}
+	var files []string
+	for _, in := range inputs {
+		st, err := os.Stat(in)
+		if err != nil {
+			return nil, &InputError{Path: in, Err: errors.Unwrap(err)}
+		}
+		if !st.IsDir() {
+			files = append(files, in)
+			continue
+		}
+		var found []string
+		err = filepath.WalkDir(in, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if !d.IsDir() && filepath.Ext(p) == ".jsonl" {
+				found = append(found, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, &InputError{Path: in, Err: err}
+		}
+		if len(found) == 0 {
+			return nil, &InputError{Path: in, Err: errors.New("directory holds no *.jsonl files (is it the dump directory of a finished run?)")}
+		}
+		slices.Sort(found)
+		files = append(files, found...)
+	}
+	return files, nil
+}
+
+// Read reads every input and calls onItem for each work item, in file order.
+// It fails with an *InputError (or an error wrapping ErrNoRecords) on bad
+// inputs.
+func Read(inputs []string, opts Options, onItem func(*WorkItem)) (*Run, error) {
+	paths, err := Expand(inputs)
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{Inputs: inputs, Hooks: map[string]*HookCounts{}}
+	var total int64
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil {
+			total += st.Size()
+		}
+	}
+	r := &reader{run: run, opts: opts, onItem: onItem, total: total}
+	for i, p := range paths {
+		if err := r.readFile(i, p); err != nil {
+			return nil, err
+		}
+	}
+	var records int
+	for _, f := range run.Files {
+		records += f.Records
+	}
+	if records == 0 && len(run.Aggs) == 0 {
+		return nil, &InputError{Path: paths[0], Err: fmt.Errorf("%w and no aggregates in %d file(s): did the profile's hooks match any event?", ErrNoRecords, len(paths))}
+	}
+	return run, nil
+}
+
+type reader struct {
+	run    *Run
+	opts   Options
+	onItem func(*WorkItem)
+	total  int64
+	done   int64
+	obj    flatObject
+}
+
+// pairKey identifies a work item within one file (one process).
+type pairKey struct {
+	hook    string
+	device  int
+	channel int
+	counter uint64
+}
+
+type pendingStart struct {
+	ts     uint64
+	funcID int64
+	fn     string
+}
+
+func (r *reader) readFile(index int, path string) error {
+	fh, err := os.Open(path)
+	if err != nil {
+		return &InputError{Path: path, Err: errors.Unwrap(err)}
+	}
+	defer fh.Close()
+	f := &File{Path: path, Clocks: map[int]Clock{}}
+	pending := map[pairKey][]pendingStart{}
+	br := bufio.NewReaderSize(fh, 1<<20)
+	lineNo := 0
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) == 0 && err == io.EOF {
+			break
+		}
+		if err != nil && err != io.EOF {
+			return &InputError{Path: path, Line: lineNo + 1, Err: err}
+		}
+		lineNo++
+		r.progress(int64(len(line)))
+		complete := err == nil
+		line = bytes.TrimRight(line, "\r\n")
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if lerr := r.line(index, f, pending, line, lineNo); lerr != nil {
+			if !complete {
+				// A run killed mid-write (SIGKILL, OOM, a full disk before
+				// the plugin cut its writes back) ends in part of a line:
+				// the rest of the file is good.
+				r.warn(fmt.Sprintf("%s:%d: truncated last line ignored (the run was cut short: killed, or the disk filled); the totals are those of the last dump_stats line before it", path, lineNo))
+				break
+			}
+			return &InputError{Path: path, Line: lineNo, Err: lerr}
+		}
+	}
+	if lineNo == 0 {
+		return &InputError{Path: path, Err: errors.New("empty file: not an ncclhooks JSON lines output")}
+	}
+	for k, q := range pending {
+		r.run.hook(k.hook).UnpairedStarts += uint64(len(q))
+	}
+	r.run.Files = append(r.run.Files, f)
+	return nil
+}
+
+func (r *reader) warn(msg string) {
+	r.run.Warnings = append(r.run.Warnings, msg)
+	if r.opts.Warn != nil {
+		r.opts.Warn(msg)
+	}
+}
+
+func (r *reader) progress(n int64) {
+	if r.opts.Progress == nil {
+		return
+	}
+	before := r.done >> 22
+	r.done += n
+	if r.done>>22 != before || r.done == r.total {
+		r.opts.Progress(r.done, r.total)
+	}
+}
+
+func (run *Run) hook(name string) *HookCounts {
+	h := run.Hooks[name]
+	if h == nil {
+		h = &HookCounts{}
+		run.Hooks[name] = h
+	}
+	return h
+}
+
+func (r *reader) line(index int, f *File, pending map[pairKey][]pendingStart, line []byte, lineNo int) error {
+	o := &r.obj
+	err := o.parse(line)
+	if err == errNotFlat {
+		return r.nested(f, line, lineNo)
+	}
+	if err != nil {
+		return err
+	}
+	typ := o.str("type")
+	if lineNo == 1 || f.Header.Format == 0 {
+		if typ != "header" {
+			return fmt.Errorf("first line is a %q line, not the header: not an ncclhooks JSON lines file", typ)
+		}
+		return r.header(f, line)
+	}
+	switch typ {
+	case schema.TypeRecord:
+		f.Records++
+		return r.record(index, f, pending)
+	case "clock":
+		dev, ok1 := o.int("device")
+		host, ok2 := o.uint("host_unix_ns")
+		devNs, ok3 := o.uint("device_ns")
+		if !ok1 || !ok2 || !ok3 {
+			return errors.New("clock line needs integer device, host_unix_ns and device_ns")
+		}
+		f.Clocks[int(dev)] = Clock{Device: int(dev), HostUnixNs: host, DeviceNs: devNs}
+	case schema.TypeDumpStats:
+		return r.dumpStats(index, line)
+	case "header":
+		return errors.New("a second header line: files were concatenated; keep one file per process")
+	case "":
+		return errors.New(`line has no "type"`)
+	}
+	// Unknown types (and aggregates) are left to other readers.
+	return nil
+}
+
+// nested handles lines with nested values: the header (field map) and
+// aggregate snapshots; anything else nested is not ours to judge.
+func (r *reader) nested(f *File, line []byte, lineNo int) error {
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(line, &probe); err != nil {
+		return err
+	}
+	if lineNo == 1 || f.Header.Format == 0 {
+		if probe.Type != "header" {
+			return fmt.Errorf("first line is a %q line, not the header: not an ncclhooks JSON lines file", probe.Type)
+		}
+		return r.header(f, line)
+	}
+	if probe.Type == "aggregate" {
+		return r.aggregate(len(r.run.Files), line)
+	}
+	return nil
+}
+
+func (r *reader) header(f *File, line []byte) error {
+	if err := json.Unmarshal(line, &f.Header); err != nil {
+		return fmt.Errorf("header: %v", err)
+	}
+	if f.Header.Format != FormatVersion {
+		return fmt.Errorf("header format %d: this ncclhooks reads format %d (use the ncclhooks that wrote the file)", f.Header.Format, FormatVersion)
+	}
+	switch {
+	case len(r.run.Files) == 0:
+		r.run.Profile = f.Header.Profile
+	case f.Header.Profile != r.run.Profile && !r.opts.AllowMixed:
+		return fmt.Errorf("profile %q differs from %q of %s: the inputs come from different profiles; pass --allow-mixed to merge them anyway",
+			f.Header.Profile, r.run.Profile, r.run.Files[0].Path)
+	}
+	return nil
+}
+
+// source returns the output key under which hook records a catalogue source.
+func (f *File) source(hook, src string) string {
+	if m := f.Header.Fields[hook]; m != nil {
+		for out, s := range m {
+			if s == src {
+				return out
+			}
+		}
+	}
+	return src
+}
+
+func (r *reader) record(index int, f *File, pending map[pairKey][]pendingStart) error {
+	o := &r.obj
+	hookName := o.str("hook")
+	if hookName == "" {
+		return errors.New(`record line has no "hook"`)
+	}
+	dev, ok := o.int("device")
+	if !ok {
+		return errors.New(`record line has no integer "device"`)
+	}
+	hc := r.run.hook(hookName)
+	hc.Records++
+
+	key := func(src string) string { return f.source(hookName, src) }
+	item := WorkItem{File: index, Hook: hookName, Device: int(dev), Channel: -1, FuncID: -1, Func: o.str("func")}
+	if ch, ok := o.uint(key("channelId")); ok {
+		item.Channel = int(ch)
+	}
+	if id, ok := o.uint(key("funcId")); ok {
+		item.FuncID = int64(id)
+	}
+	item.WorkCounter, item.HasCounter = o.uint(key("workCounter"))
+	ts, hasTS := o.uint(key("timestamp"))
+	phase, hasPhase := o.uint(key("phase"))
+
+	// A recorded duration (computed on the device) wins over pairing.
+	if dur, ok := o.uint(key("duration")); ok {
+		if hasPhase && phase != abi.PhaseStop {
+			return nil
+		}
+		paired, hasPaired := o.uint(key("paired"))
+		if dur == 0 || (hasPaired && paired == 0) {
+			hc.UnpairedStops++
+			return nil
+		}
+		item.Duration = dur
+		if hasTS && ts >= dur {
+			item.Start, item.Stop, item.HasTime = ts-dur, ts, true
+		}
+		hc.Items++
+		r.emit(&item)
+		return nil
+	}
+	if !hasPhase || !hasTS || !item.HasCounter {
+		return nil // nothing to pair: the hook records no timing
+	}
+	k := pairKey{hook: hookName, device: item.Device, channel: item.Channel, counter: item.WorkCounter}
+	switch phase {
+	case abi.PhaseStart:
+		pending[k] = append(pending[k], pendingStart{ts: ts, funcID: item.FuncID, fn: item.Func})
+	case abi.PhaseStop:
+		// Several STARTs wait under one key when communicators on the same
+		// device run the same channel and workCounter concurrently (or a
+		// STOP was dropped). Take the latest START before this STOP: a stale
+		// START whose STOP was lost then stays unpaired instead of turning
+		// into an outlier; the pairing is counted as ambiguous.
+		q := pending[k]
+		i := len(q) - 1
+		for i >= 0 && q[i].ts > ts {
+			i--
+		}
+		if i < 0 {
+			hc.UnpairedStops++
+			return nil
+		}
+		if len(q) > 1 {
+			hc.Ambiguous++
+		}
+		st := q[i]
+		if q = append(q[:i], q[i+1:]...); len(q) == 0 {
+			delete(pending, k)
+		} else {
+			pending[k] = q
+		}
+		if item.FuncID < 0 {
+			item.FuncID, item.Func = st.funcID, st.fn
+		}
+		item.Start, item.Stop, item.HasTime, item.Duration = st.ts, ts, true, ts-st.ts
+		hc.Items++
+		r.emit(&item)
+	}
+	return nil
+}
+
+func (r *reader) emit(w *WorkItem) {
+	if r.onItem != nil {
+		r.onItem(w)
+	}
+}
+
+// dumpStats reads a dump_stats line (few per file: encoding/json into the
+// schema's struct, after the flat parse checked the keys it cannot do without).
+func (r *reader) dumpStats(index int, line []byte) error {
+	o := &r.obj
+	if _, ok := o.int("device"); o.str("hook") == "" || !ok {
+		return errors.New(`dump_stats line needs "hook" and integer "device"`)
+	}
+	for _, k := range []string{"records_total", "dropped_total"} {
+		if _, ok := o.get(k); !ok {
+			return fmt.Errorf("dump_stats line has no %q", k)
+		}
+	}
+	var l schema.DumpStats
+	if err := json.Unmarshal(line, &l); err != nil {
+		return fmt.Errorf("dump_stats line: %v", err)
+	}
+	s := DumpStats{File: index, DumpStats: l}
+	r.run.Hooks[s.Hook] = r.run.hook(s.Hook)
+	r.run.Stats = append(r.run.Stats, s)
+	return nil
+}
+
+// Capture is a capture ratio: records / (records + drops), from the last
+// dump_stats line of every (file, hook, device).
+type Capture struct {
+	Records uint64  `json:"records"`
+	Dropped uint64  `json:"dropped"`
+	Ratio   float64 `json:"ratio"`
+	// Final is false when some file has no final dump (the run was cut short).
+	Final bool `json:"final"`
+}
+
+// Capture returns the capture ratio of one hook; ok is false when the
+// inputs have no dump_stats line for it.
+func (r *Run) Capture(hook string) (c Capture, ok bool) {
+	type fd struct{ file, device int }
+	last := map[fd]DumpStats{}
+	settled := map[fd]bool{} // a final dump was written (the plugin keeps dumping after it)
+	for _, s := range r.Stats {
+		if s.Hook != hook {
+			continue
+		}
+		k := fd{s.File, s.Device}
+		if prev, seen := last[k]; !seen || s.Dump >= prev.Dump {
+			last[k] = s
+		}
+		settled[k] = settled[k] || s.Final
+	}
+	if len(last) == 0 {
+		return Capture{}, false
+	}
+	c.Final = true
+	for k, s := range last {
+		c.Records += s.Records
+		c.Dropped += s.Dropped
+		c.Final = c.Final && settled[k]
+	}
+	if sum := c.Records + c.Dropped; sum > 0 {
+		c.Ratio = float64(c.Records) / float64(sum)
+	} else {
+		c.Ratio = 1
+	}
+	return c, true
+}

@@ -1,0 +1,330 @@
+package rings
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+	"github.com/ncclhooks/ncclhooks/internal/sinks"
+)
+
+// Drop stages, in the words of the one-time warning.
+type stage int
+
+const (
+	stageBufferFull stage = iota
+	stageOverwritten
+	stageTorn
+	stageRingFull
+)
+
+// consumer is the private consumer of one hook's slot buffer on one device,
+// plus the Go ring its records go to. The producer side (pass, counters,
+// ring producer) is guarded by Drainer.passMu; the delivery side (popped,
+// lastRecords, lastDropped, ring consumer) by Drainer.deliverMu.
+type consumer struct {
+	info   *hookgen.HookInfo
+	device int
+	slots  []uint64 // N*C words, loaded atomically only
+	holes  []uint32 // N stamps (drop_newest), loaded atomically only
+	n      uint64   // slots, a power of two
+	chunks int      // C
+	// dropNewest selects holes + limits; otherwise the buffer is
+	// overwrite_oldest and is lapped.
+	dropNewest bool
+
+	start uint64 // head when the device was added: positions before it belong to an earlier drainer
+	pos   uint64 // next undecided position
+	head  uint64 // head at the last pass
+	limit uint64 // last published limit (drop_newest)
+
+	// Positions below seenUntil were already reserved and undecided at
+	// seenAt: their wait for a late writer counts from then.
+	seenUntil uint64
+	seenAt    time.Time
+
+	bufferFull, overwritten, torn uint64
+
+	ring  *Ring
+	words []uint64 // one slot's words as loaded
+	// stage holds the slot words of positions [stageFrom, stageTo), loaded
+	// ahead of the ordered decisions by several goroutines at once (see
+	// fill); a stale staged word reads as "not written yet", as a slow
+	// load would.
+	stage              []uint64
+	stageFrom, stageTo uint64
+	setLimit           func(limit uint64) error // writes this hook's limit word on its device
+	// readHead reads this hook's head on its device now (drop_newest: see
+	// skipHoles); nil: the head read at the start of the pass is used.
+	readHead func() (uint64, error)
+	// limitTried is the largest limit ever handed to setLimit, written or
+	// not: no producer can have seen a larger one.
+	limitTried uint64
+
+	// Delivery side.
+	popped                   uint64
+	lastRecords, lastDropped uint64
+	funcField                int // index of the funcId-sourced field, -1 if none
+}
+
+func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uint32, head uint64, ringCap int) (*consumer, error) {
+	n := uint64(info.Slots)
+	c := info.Layout.Chunks
+	if c == 0 {
+		// An aggregate-only hook: no record buffer, no positions.
+		return &consumer{info: info, device: device, start: head, pos: head, head: head,
+			ring: NewRing(2, 0), funcField: -1}, nil
+	}
+	if n == 0 || n&(n-1) != 0 {
+		return nil, fmt.Errorf("hook %q: %d slots is not a power of two", info.Name, n)
+	}
+	if uint64(len(slots)) != n*uint64(c) {
+		return nil, fmt.Errorf("hook %q on device %d: slot view has %d words, want %d slots x %d words", info.Name, device, len(slots), n, c)
+	}
+	k := &consumer{
+		info:       info,
+		device:     device,
+		slots:      slots,
+		holes:      holes,
+		n:          n,
+		chunks:     c,
+		dropNewest: info.Overflow == config.DropNewest,
+		start:      head,
+		pos:        head,
+		head:       head,
+		ring:       NewRing(ringCap, 4*c),
+		words:      make([]uint64, c),
+		funcField:  -1,
+	}
+	if k.dropNewest && uint64(len(holes)) != n {
+		return nil, fmt.Errorf("hook %q on device %d: hole view has %d stamps, want %d", info.Name, device, len(holes), n)
+	}
+	for i, f := range info.Layout.Fields {
+		if f.Source == "funcId" {
+			k.funcField = i
+			break
+		}
+	}
+	return k, nil
+}
+
+// newer reports whether stamp x was written by a later position of the same
+// slot than the one whose stamp is s: (x - s) mod 2^32 is a positive
+// multiple of n below 2^31.
+func newer(x, s uint32, n uint64) bool {
+	d := x - s
+	return d != 0 && d < 1<<31 && uint64(d)%n == 0
+}
+
+// passResult says what one pass over one hook did.
+type passResult struct {
+	decided  uint64 // positions decided
+	advanced bool   // some position was decided
+	pushed   bool   // some record went into the ring
+	pending  bool   // positions remain undecided
+}
+
+// pass holds what one drain pass needs besides the head.
+type pass struct {
+	now time.Time
+	// tornTimeout: how long a position may stay reserved but unwritten.
+	// holeGrace: the same for a position that shows no word of its own while
+	// a later position's hole stamp sits in its hole cell (see drain).
+	tornTimeout, holeGrace time.Duration
+	final                  bool // decide every position now (hooks no longer run)
+	// makeRoom, when set, empties a full ring instead of refusing a record
+	// (the final drain, when nobody else consumes the rings).
+	makeRoom func(*consumer)
+	drop     func(k *consumer, s stage, n uint64)
+}
+
+// drain decides positions [pos, head) in order (docs/ARCHITECTURE.md,
+// "Record slots"): all stamps equal -> emitted; a newer stamp -> overwritten;
+// its own hole stamp -> buffer_full; otherwise the pass stops there until the
+// position has waited long enough, and then it is torn.
+//
+// A position's hole cell is shared with the later positions of its slot,
+// so under sustained overflow a hole's stamp is often replaced by a later
+// hole's before the consumer reads it. A position with no word of its own
+// and a later hole stamp is therefore taken for a hole after holeGrace (a
+// writer that saw a newer limit could still be on its way: if so its record
+// is lost, and counted, as buffer_full). Waits are measured per run of
+// positions, not per position, so a burst of such positions costs one wait.
+func (k *consumer) drain(head uint64, ps *pass) passResult {
+	var res passResult
+	if k.chunks == 0 {
+		return res
+	}
+	if head < k.pos {
+		// The head never goes back; a smaller value is a read of memory
+		// that was reset under us. Ignore it rather than re-emit positions.
+		return passResult{pending: k.head > k.pos}
+	}
+	k.head = head
+	k.stageTo = 0 // staged words are only good for the pass that loaded them
+	from := k.pos
+	k.lap(head, ps)
+	for k.pos < head {
+		if k.dropNewest && k.pos >= k.limitTried {
+			// Past every limit a producer can have seen: holes, all of them.
+			k.skipHoles(head, ps)
+			break
+		}
+		switch k.decide(head, ps, &res) {
+		case stepAgain:
+			continue
+		case stepStop:
+			res.pending = true
+			res.advanced = k.pos != from
+			res.decided = k.pos - from
+			k.publishLimit()
+			return res
+		}
+		k.pos++
+	}
+	k.skipToLiveHead(ps)
+	k.publishLimit()
+	res.advanced = k.pos != from
+	res.decided = k.pos - from
+	return res
+}
+
+// step says what decide did with position pos.
+type step int
+
+const (
+	stepDecided step = iota // pos is decided: go on to the next position
+	stepAgain               // its record landed while decide waited: decide pos again
+	stepStop                // pos is not written yet and has not waited long enough: end the pass
+)
+
+// lap decides the positions [pos, head-N) of an overwrite_oldest buffer as
+// overwritten at once.
+func (k *consumer) lap(head uint64, ps *pass) {
+	if !k.dropNewest && head-k.pos > k.n {
+		// Lapped: the slots of [pos, head-N) already hold later positions.
+		lapped := head - k.n - k.pos
+		k.overwritten += lapped
+		k.pos = head - k.n
+		ps.drop(k, stageOverwritten, lapped)
+	}
+}
+
+// decide decides position pos by the rules of drain's comment, from its
+// slot's words and, for drop_newest, its hole cell. The ring slot is
+// reserved before the words are loaded.
+func (k *consumer) decide(head uint64, ps *pass, res *passResult) step {
+	p := k.pos
+	s := uint32(p + 1)
+	j := p & (k.n - 1)
+	buf := k.reserve(ps)
+	equal, isNewer := k.load(p, head, s)
+	var hole uint32
+	if k.dropNewest && equal != k.chunks {
+		hole = atomic.LoadUint32(&k.holes[j])
+	}
+	switch {
+	case equal == k.chunks:
+		if k.emit(p, buf, ps) {
+			res.pushed = true
+		}
+	case isNewer:
+		k.overwritten++
+		ps.drop(k, stageOverwritten, 1)
+	case k.dropNewest && hole == s:
+		k.bufferFull++
+		ps.drop(k, stageBufferFull, 1)
+	default:
+		// Reserved, not (completely) written yet.
+		holeTaken := equal == 0 && k.dropNewest && newer(hole, s, k.n)
+		return k.unwritten(p, head, s, holeTaken, ps)
+	}
+	return stepDecided
+}
+
+// reserve returns the ring slot for the next record, or nil when the ring is
+// full; at the final drain (makeRoom) a full ring is emptied first.
+func (k *consumer) reserve(ps *pass) []byte {
+	buf := k.ring.Reserve()
+	if buf == nil && ps.makeRoom != nil {
+		ps.makeRoom(k)
+		buf = k.ring.Reserve()
+	}
+	return buf
+}
+
+// emit commits the record of position p, whose words load left in k.words,
+// into the ring slot buf (true), or counts it ring_full when buf is nil.
+func (k *consumer) emit(p uint64, buf []byte, ps *pass) bool {
+	if buf == nil {
+		k.ring.Refuse()
+		ps.drop(k, stageRingFull, 1)
+		return false
+	}
+	for i, w := range k.words {
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(w))
+	}
+	k.ring.Commit(p)
+	return true
+}
+
+// unwritten handles position p (stamp s), reserved but not (completely)
+// written yet: outside a final pass it waits for a late writer as drain's
+// comment says, or stops the pass (stepStop) until p has waited for
+// tornTimeout; then p is decided, buffer_full if holeTaken (no word of its
+// own, a later position's stamp in its hole cell), torn otherwise.
+func (k *consumer) unwritten(p, head uint64, s uint32, holeTaken bool, ps *pass) step {
+	if !ps.final {
+		if p >= k.seenUntil {
+			// Every position up to the head is pending from now on.
+			k.seenUntil, k.seenAt = head, ps.now
+		}
+		if holeTaken {
+			// Under overload most positions look like this. A writer
+			// that saw a newer limit lands within microseconds, so
+			// wait for it here, once per run of positions, rather
+			// than stop the pass: stopping for a poll interval while
+			// the device keeps producing is how a drain falls behind
+			// for good.
+			if k.spin(p&(k.n-1), s, ps) {
+				k.stageTo = 0    // the staged words are stale
+				return stepAgain // its record landed: decide p again
+			}
+			k.bufferFull++
+			ps.drop(k, stageBufferFull, 1)
+			return stepDecided
+		}
+		if ps.now.Sub(k.seenAt) < ps.tornTimeout {
+			return stepStop
+		}
+	}
+	if holeTaken {
+		k.bufferFull++
+		ps.drop(k, stageBufferFull, 1)
+	} else {
+		k.torn++
+		ps.drop(k, stageTorn, 1)
+	}
+	return stepDecided
+}
+
+// stats returns the cumulative statistics (delivery deltas not filled in).
+func (k *consumer) stats() sinks.Stats {
+	ringFull := k.ring.Refused()
+	dropped := k.bufferFull + k.overwritten + k.torn + ringFull
+	return sinks.Stats{
+		Hook:               k.info.Name,
+		Device:             k.device,
+		Matched:            k.head - k.start,
+		Records:            k.ring.Pushed(),
+		Dropped:            dropped,
+		DroppedBufferFull:  k.bufferFull,
+		DroppedOverwritten: k.overwritten,
+		DroppedTorn:        k.torn,
+		DroppedRingFull:    ringFull,
+		Pending:            k.head - k.pos,
+	}
+}

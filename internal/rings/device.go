@@ -1,0 +1,88 @@
+package rings
+
+// Adding a device: its consumers, one per hook, and their first limits.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ncclhooks/ncclhooks/internal/backend"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+)
+
+type device struct {
+	dev       backend.Device
+	mod       *hookgen.Module
+	ordinal   int
+	ctl       []uint64
+	agg       []uint64
+	consumers []*consumer
+	ctlErr    bool // a failed ReadCtl was logged
+	aggErr    bool // a failed ReadAgg or decode was logged
+	// lastHeads are the heads of the last successful read; settledHeads
+	// those of the last final pass (nil before one).
+	lastHeads, settledHeads []uint64
+	shutdownLogged          bool // the driver's shutdown was logged
+}
+
+// Add starts draining one loaded device. Its consumers start at the
+// device's current heads: positions reserved before Add were decided by an
+// earlier drainer (a previous init/finalize cycle of the same process), so
+// Add must come before the hook is handed to NCCL on a fresh device.
+// Devices may be added while the drainer runs.
+func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
+	d.passMu.Lock()
+	defer d.passMu.Unlock()
+	if d.closed {
+		return errors.New("rings: Add after Close")
+	}
+	for _, x := range *d.devices.Load() {
+		if x.dev == dev || x.ordinal == dev.Ordinal() {
+			return fmt.Errorf("rings: device %d added twice", dev.Ordinal())
+		}
+	}
+	dv := &device{
+		dev:     dev,
+		mod:     m,
+		ordinal: dev.Ordinal(),
+		ctl:     make([]uint64, m.CtlWords()),
+		agg:     make([]uint64, m.AggWords),
+	}
+	if err := dev.ReadCtl(dv.ctl); err != nil {
+		return fmt.Errorf("rings: device %d: reading heads: %w", dv.ordinal, err)
+	}
+	ringCap := d.opts.RingCapacity
+	if ringCap <= 0 && m.Profile != nil {
+		ringCap = m.Profile.Output.RingCapacity
+	}
+	if ringCap <= 0 {
+		ringCap = DefaultRingCapacity
+	}
+	for h, info := range m.Hooks {
+		k, err := newConsumer(info, dv.ordinal, dev.Slots(h), dev.Holes(h), dv.ctl[h], ringCap)
+		if err != nil {
+			return fmt.Errorf("rings: %w", err)
+		}
+		k.setLimit = func(l uint64) error { return dev.WriteLimit(h, l) }
+		if k.dropNewest {
+			scratch := make([]uint64, len(dv.ctl))
+			k.readHead = func() (uint64, error) {
+				if err := dev.ReadCtl(scratch); err != nil {
+					return 0, err
+				}
+				return scratch[h], nil
+			}
+			// Nothing may be written before the first limit: set it now.
+			k.limit = dv.ctl[len(m.Hooks)+h]
+			k.limitTried = k.limit
+			k.publishLimit()
+			if k.limit < k.pos+k.n {
+				return fmt.Errorf("rings: device %d hook %q: writing the buffer limit failed", dv.ordinal, info.Name)
+			}
+		}
+		dv.consumers = append(dv.consumers, k)
+	}
+	list := append(append([]*device(nil), *d.devices.Load()...), dv)
+	d.devices.Store(&list)
+	return nil
+}

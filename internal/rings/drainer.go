@@ -1,0 +1,143 @@
+package rings
+
+// The Drainer, its options and their defaults, and starting one.
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ncclhooks/ncclhooks/internal/abi"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+	"github.com/ncclhooks/ncclhooks/internal/sinks"
+)
+
+// Log levels of Options.Log (NCCL's, from package abi).
+const (
+	LogWarn = abi.LogWarn
+	LogInfo = abi.LogInfo
+)
+
+// Defaults of Options.
+const (
+	DefaultPollInterval     = time.Millisecond
+	DefaultIdlePollInterval = 2 * time.Millisecond
+	DefaultDumpInterval     = time.Second
+	DefaultRingCapacity     = 1 << 16
+	// DefaultTornTimeout is how long a reserved position may stay unwritten
+	// before it is counted torn. A GPU writer completes in microseconds; the
+	// margin covers a cpu-backend thread preempted between its stores.
+	DefaultTornTimeout = 50 * time.Millisecond
+	// DefaultHoleGrace is how long a position that looks like a hole whose
+	// stamp a later hole replaced waits for a late writer.
+	DefaultHoleGrace = 20 * time.Microsecond
+	DefaultBatch     = 1024
+)
+
+// A pass that decides busyPass positions or more is followed by the next
+// one after busyPollInterval instead of the poll interval.
+const (
+	busyPass         = 1024
+	busyPollInterval = 20 * time.Microsecond
+)
+
+// Options configure a Drainer. Zero values take the defaults.
+type Options struct {
+	// Sink receives records and dumps (sinks.Multi fans out to several).
+	// Calls never overlap. nil discards everything (counting still happens).
+	Sink sinks.Sink
+	// FuncName resolves a funcId to NCCL's function name.
+	FuncName func(funcID uint32) string
+	// Log receives the one-time drop warning and sink/device errors (each
+	// logged once). level is LogWarn or LogInfo.
+	Log func(level int, msg string)
+
+	PollInterval     time.Duration // device polling while busy (1ms)
+	IdlePollInterval time.Duration // polling backs off to this when idle (2ms)
+	DumpInterval     time.Duration // dump_stats and aggregate snapshots (1s)
+	// RingCapacity is the Go ring per hook per device, in records
+	// (output.ring_capacity; 65536).
+	RingCapacity int
+	TornTimeout  time.Duration // see DefaultTornTimeout
+	HoleGrace    time.Duration // see DefaultHoleGrace
+	Batch        int           // records per Sink.Records call (1024)
+}
+
+const funcCacheSize = 4096
+
+// Drainer moves records from every added device's slot buffers into the Go
+// rings and from the rings to the sink, and dumps statistics and aggregate
+// snapshots every DumpInterval.
+//
+// Two goroutines do the work: the poller (the rings' producer) and the
+// deliverer (their consumer), so a slow sink costs ring_full drops, never a
+// stalled device buffer. Sink calls (deliverer, Flush, Close) never overlap.
+type Drainer struct {
+	opts Options
+
+	// deliverMu serialises sink calls, ring consumption and dumps. passMu
+	// serialises device access, passes and the rings' producer side. Lock
+	// order: deliverMu, then passMu.
+	deliverMu sync.Mutex
+	passMu    sync.Mutex
+
+	devices atomic.Pointer[[]*device] // copy on write under passMu
+	closed  bool                      // under passMu
+
+	wake    chan struct{}
+	stop    chan struct{}
+	done    sync.WaitGroup
+	closing sync.Once
+	summary Summary
+
+	// Delivery side, under deliverMu.
+	dumps     int
+	names     map[uint32]string // resolved names of ids >= funcCacheSize
+	nameCache []*string         // resolved names of ids < funcCacheSize
+	recs      []sinks.Record
+	values    []hookgen.Value
+	sinkErr   bool
+}
+
+// NewDrainer starts a drainer with no devices.
+func NewDrainer(opts Options) *Drainer {
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = DefaultPollInterval
+	}
+	if opts.IdlePollInterval < opts.PollInterval {
+		opts.IdlePollInterval = max(DefaultIdlePollInterval, opts.PollInterval)
+	}
+	if opts.DumpInterval <= 0 {
+		opts.DumpInterval = DefaultDumpInterval
+	}
+	if opts.TornTimeout <= 0 {
+		opts.TornTimeout = DefaultTornTimeout
+	}
+	if opts.HoleGrace <= 0 {
+		opts.HoleGrace = DefaultHoleGrace
+	}
+	if opts.Batch <= 0 {
+		opts.Batch = DefaultBatch
+	}
+	if opts.Sink == nil {
+		opts.Sink = discard{}
+	}
+	d := &Drainer{
+		opts:  opts,
+		wake:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		names: map[uint32]string{},
+	}
+	d.devices.Store(&[]*device{})
+	d.done.Add(2)
+	go d.pollLoop()
+	go d.deliverLoop()
+	return d
+}
+
+// discard is the sink of an Options without one.
+type discard struct{}
+
+func (discard) Records([]sinks.Record) error { return nil }
+func (discard) Dump(*sinks.Dump) error       { return nil }
+func (discard) Close() error                 { return nil }

@@ -1,0 +1,440 @@
+package rings
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/sinks"
+)
+
+// producerLog is what one producer goroutine did.
+type producerLog struct {
+	wrote map[uint64]uint64 // position -> id of a complete write
+	holes uint64
+	torn  map[uint64]bool // positions left partly written
+}
+
+type producerPlan struct {
+	events     int
+	tornEvery  int           // every tornEvery-th event writes 2 of 6 words and stops (0: never)
+	slowEvery  int           // every slowEvery-th event writes slowly (0: never)
+	slowDelay  time.Duration // between words of a slow write
+	pauseEvery int           // sleep 50µs every pauseEvery events (0: never), spreading them over time
+}
+
+func runProducers(dev *fakeDevice, h int, plans []producerPlan) []producerLog {
+	logs := make([]producerLog, len(plans))
+	var wg sync.WaitGroup
+	for p, plan := range plans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lg := producerLog{wrote: map[uint64]uint64{}, torn: map[uint64]bool{}}
+			for n := 1; n <= plan.events; n++ {
+				if plan.pauseEvery > 0 && n%plan.pauseEvery == 0 {
+					time.Sleep(50 * time.Microsecond)
+				}
+				id := uint64(p)<<32 | uint64(n)
+				pos, hole := dev.reserve(h)
+				switch {
+				case hole:
+					lg.holes++
+				case plan.tornEvery > 0 && n%plan.tornEvery == 0:
+					dev.write(h, pos, testPayload(id), 2, 0)
+					lg.torn[pos] = true
+				case plan.slowEvery > 0 && n%plan.slowEvery == 0:
+					dev.write(h, pos, testPayload(id), 6, plan.slowDelay)
+					lg.wrote[pos] = id
+				default:
+					dev.write(h, pos, testPayload(id), 6, 0)
+					lg.wrote[pos] = id
+				}
+			}
+			logs[p] = lg
+		}()
+	}
+	wg.Wait()
+	return logs
+}
+
+// checkDelivered verifies every record the sink got against what the
+// producers wrote, and returns the positions emitted.
+func checkDelivered(t *testing.T, recs []sinks.Record, logs []producerLog) map[uint64]bool {
+	t.Helper()
+	wrote := map[uint64]uint64{}
+	for _, lg := range logs {
+		for pos, id := range lg.wrote {
+			wrote[pos] = id
+		}
+	}
+	emitted := map[uint64]bool{}
+	for _, r := range recs {
+		if err := checkRecord(r); err != nil {
+			t.Fatal(err)
+		}
+		if emitted[r.Seq] {
+			t.Fatalf("position %d emitted twice", r.Seq)
+		}
+		emitted[r.Seq] = true
+		id, ok := wrote[r.Seq]
+		if !ok {
+			t.Fatalf("position %d emitted but its producer did not complete it", r.Seq)
+		}
+		if r.Values[0].U != id {
+			t.Fatalf("position %d: emitted id %#x, its producer wrote %#x", r.Seq, r.Values[0].U, id)
+		}
+	}
+	return emitted
+}
+
+// checkDumps verifies the sink's invariants and that since-last-dump deltas
+// sum to the final totals; it returns the final stats by hook and device.
+func checkDumps(t *testing.T, s *recordingSink) map[key]sinks.Stats {
+	t.Helper()
+	for _, b := range s.bad {
+		t.Error(b)
+	}
+	if len(s.dumps) == 0 || !s.dumps[len(s.dumps)-1].Final {
+		t.Fatalf("no final dump (%d dumps)", len(s.dumps))
+	}
+	sumRec, sumDrop := map[key]uint64{}, map[key]uint64{}
+	last := map[key]sinks.Stats{}
+	for i, d := range s.dumps {
+		for _, st := range d.Stats {
+			k := key{st.Hook, st.Device}
+			if st.Dump != i+1 {
+				t.Errorf("dump %d numbered %d", i+1, st.Dump)
+			}
+			if prev, ok := last[k]; ok && (st.Records < prev.Records || st.Dropped < prev.Dropped || st.Matched < prev.Matched) {
+				t.Errorf("%v: totals went down between dumps %d and %d", k, prev.Dump, st.Dump)
+			}
+			sumRec[k] += st.RecordsSinceLastDump
+			sumDrop[k] += st.DroppedSinceLastDump
+			last[k] = st
+		}
+	}
+	for k, st := range last {
+		if !st.Final || st.Pending != 0 {
+			t.Errorf("%v: final dump: final=%v pending=%d", k, st.Final, st.Pending)
+		}
+		if st.Records+st.Dropped != st.Matched {
+			t.Errorf("%v: records %d + dropped %d != matched %d", k, st.Records, st.Dropped, st.Matched)
+		}
+		if sumRec[k] != st.Records || sumDrop[k] != st.Dropped {
+			t.Errorf("%v: deltas sum to %d records / %d drops, totals are %d / %d", k, sumRec[k], sumDrop[k], st.Records, st.Dropped)
+		}
+	}
+	return last
+}
+
+func TestDropNewestRacingProducersExact(t *testing.T) {
+	warnedDrop.Store(false)
+	m := testModule(testHook("all", 64, config.DropNewest))
+	dev := newFakeDevice(0, m)
+	sink := newRecordingSink(t)
+	logs := &logRecorder{}
+	d := NewDrainer(Options{Sink: sink, FuncName: testFuncName, Log: logs.log,
+		PollInterval: 100 * time.Microsecond, DumpInterval: 3 * time.Millisecond, TornTimeout: 3 * time.Second,
+		// Long waits keep drop reasons exact even when the scheduler pauses
+		// a producer between its reservation and its stores (a completed
+		// write later than the grace is counted as buffer_full: the totals
+		// stay exact, the reason does not; with 1 s, -race on a loaded
+		// 2-core machine failed 2 of 4 runs by one or two such writes).
+		HoleGrace: 3 * time.Second})
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	plans := []producerPlan{
+		{events: 6000, tornEvery: 997},
+		{events: 6000, slowEvery: 701, slowDelay: 200 * time.Microsecond},
+		{events: 6000, pauseEvery: 20},
+		{events: 6000, pauseEvery: 50},
+		{events: 6000},
+		{events: 6000, tornEvery: 1499, pauseEvery: 30},
+	}
+	plogs := runProducers(dev, 0, plans)
+	sum := d.Close()
+
+	st := checkDumps(t, sink)[key{"all", 0}]
+	emitted := checkDelivered(t, sink.records[key{"all", 0}], plogs)
+	var holes, torn, wrote uint64
+	for _, lg := range plogs {
+		holes += lg.holes
+		torn += uint64(len(lg.torn))
+		wrote += uint64(len(lg.wrote))
+	}
+	if st.Matched != 36000 {
+		t.Errorf("matched %d, want 36000", st.Matched)
+	}
+	if st.DroppedBufferFull != holes || st.DroppedTorn != torn || st.DroppedOverwritten != 0 || st.DroppedRingFull != 0 {
+		t.Errorf("drops %+v, producers made %d holes and %d torn writes", st, holes, torn)
+	}
+	// Every complete write is emitted: slow ones included (well inside the
+	// torn timeout), nothing lost without a count.
+	if st.Records != wrote || uint64(len(emitted)) != wrote {
+		t.Errorf("records %d, emitted %d, producers completed %d", st.Records, len(emitted), wrote)
+	}
+	if holes == 0 {
+		t.Errorf("the test made no holes: the buffer never filled")
+	}
+	if sum.Total().Records != st.Records {
+		t.Errorf("summary %v disagrees with the final dump", sum)
+	}
+	if len(sink.dumps) < 2 {
+		t.Errorf("only %d dumps: interval dumps did not run", len(sink.dumps))
+	}
+	if logs.warns != 1 {
+		t.Errorf("%d WARNs, want exactly 1: %q", logs.warns, logs.lines)
+	} else if w := logs.lines[0]; !strings.Contains(w, `hook "all" on device 0`) || !strings.Contains(w, "buffer.slots") {
+		t.Errorf("warning does not name the hook, device and knob: %s", w)
+	}
+}
+
+func TestOverwriteOldestLappingExact(t *testing.T) {
+	m := testModule(testHook("ring", 32, config.OverwriteOldest))
+	dev := newFakeDevice(0, m)
+	sink := newRecordingSink(t)
+	d := NewDrainer(Options{Sink: sink, FuncName: testFuncName,
+		PollInterval: 100 * time.Microsecond, DumpInterval: 2 * time.Millisecond, TornTimeout: 20 * time.Millisecond})
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	plans := []producerPlan{
+		{events: 8000, tornEvery: 499},
+		{events: 8000, slowEvery: 301, slowDelay: 50 * time.Microsecond},
+		{events: 8000, pauseEvery: 40},
+		{events: 8000},
+	}
+	plogs := runProducers(dev, 0, plans)
+	d.Close()
+
+	st := checkDumps(t, sink)[key{"ring", 0}]
+	emitted := checkDelivered(t, sink.records[key{"ring", 0}], plogs)
+	var torn uint64
+	for _, lg := range plogs {
+		torn += uint64(len(lg.torn))
+	}
+	if st.Matched != 32000 || st.Records != uint64(len(emitted)) {
+		t.Errorf("matched %d (want 32000), records %d, emitted %d", st.Matched, st.Records, len(emitted))
+	}
+	if st.DroppedBufferFull != 0 || st.DroppedRingFull != 0 {
+		t.Errorf("unexpected drop reasons: %+v", st)
+	}
+	if st.DroppedOverwritten == 0 {
+		t.Errorf("no overwritten drops: the test never lapped the buffer")
+	}
+	// A torn write is counted torn, or overwritten when a later position
+	// took its slot first; it is never emitted.
+	if st.DroppedTorn > torn {
+		t.Errorf("%d torn drops, only %d torn writes", st.DroppedTorn, torn)
+	}
+	for _, lg := range plogs {
+		for pos := range lg.torn {
+			if emitted[pos] {
+				t.Errorf("torn position %d emitted", pos)
+			}
+		}
+	}
+}
+
+func TestRingFullNeverBlocksDrain(t *testing.T) {
+	m := testModule(testHook("all", 1024, config.DropNewest))
+	dev := newFakeDevice(3, m)
+	sink := newRecordingSink(t)
+	sink.delay = 300 * time.Microsecond // a sink far slower than the producers
+	d := NewDrainer(Options{Sink: sink, FuncName: testFuncName, RingCapacity: 8, Batch: 4,
+		PollInterval: 100 * time.Microsecond, DumpInterval: 5 * time.Millisecond, HoleGrace: time.Second})
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	plogs := runProducers(dev, 0, []producerPlan{{events: 3000, pauseEvery: 10}, {events: 3000, pauseEvery: 10}})
+	d.Close()
+
+	st := checkDumps(t, sink)[key{"all", 3}]
+	emitted := checkDelivered(t, sink.records[key{"all", 3}], plogs)
+	var holes, wrote uint64
+	for _, lg := range plogs {
+		holes += lg.holes
+		wrote += uint64(len(lg.wrote))
+	}
+	if st.DroppedRingFull == 0 {
+		t.Errorf("no ring_full drops with an 8-record ring and a slow sink: %+v", st)
+	}
+	if st.DroppedBufferFull != holes || st.Records != uint64(len(emitted)) || st.Records+st.DroppedRingFull != wrote {
+		t.Errorf("stats %+v; producers: %d holes, %d complete; sink got %d", st, holes, wrote, len(emitted))
+	}
+}
+
+func TestTornTimeoutAndFinalDrain(t *testing.T) {
+	m := testModule(testHook("a", 16, config.DropNewest), testHook("b", 16, config.OverwriteOldest))
+	dev := newFakeDevice(0, m)
+	sink := newRecordingSink(t)
+	d := NewDrainer(Options{Sink: sink, FuncName: testFuncName, PollInterval: 100 * time.Microsecond,
+		DumpInterval: time.Hour, TornTimeout: 10 * time.Millisecond})
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	// Hook a: position 0 torn, then 5 complete records. The torn one must
+	// be decided by the timeout, letting the others through before Close.
+	p0, _ := dev.reserve(0)
+	dev.write(0, p0, testPayload(100), 3, 0)
+	for i := uint64(1); i <= 5; i++ {
+		p, _ := dev.reserve(0)
+		dev.write(0, p, testPayload(100+i), 6, 0)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d.Flush(false)
+		if sink.total.Load() == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("torn position 0 still blocks hook a after 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Hook b: reserved, never written at all; the final drain decides it.
+	dev.reserve(1)
+	sum := d.Close()
+	last := checkDumps(t, sink)
+	if a := last[key{"a", 0}]; a.DroppedTorn != 1 || a.Records != 5 {
+		t.Errorf("hook a: %+v", a)
+	}
+	if b := last[key{"b", 0}]; b.DroppedTorn != 1 || b.Records != 0 || b.Matched != 1 {
+		t.Errorf("hook b: %+v", b)
+	}
+	if got := sum.String(); !strings.Contains(got, "matched 7, records 5, dropped 2 (torn 2)") {
+		t.Errorf("summary %q", got)
+	}
+	// Close is idempotent and Add after it fails.
+	if again := d.Close(); again.Total() != sum.Total() {
+		t.Errorf("second Close: %v", again)
+	}
+	if err := d.Add(newFakeDevice(1, m), m); err == nil {
+		t.Errorf("Add after Close succeeded")
+	}
+}
+
+func TestDevicesAddedWhileRunningAndIdleStats(t *testing.T) {
+	warnedDrop.Store(false)
+	m := testModule(testHook("busy", 16, config.DropNewest), testHook("idle", 16, config.DropNewest))
+	sink := newRecordingSink(t)
+	logs := &logRecorder{}
+	d := NewDrainer(Options{Sink: sink, FuncName: testFuncName, Log: logs.log,
+		PollInterval: 100 * time.Microsecond, DumpInterval: 2 * time.Millisecond})
+	devs := []*fakeDevice{newFakeDevice(0, m), newFakeDevice(1, m), newFakeDevice(2, m)}
+	var wg sync.WaitGroup
+	plogs := make([][]producerLog, len(devs))
+	for i, dev := range devs {
+		if err := d.Add(dev, m); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			plogs[i] = runProducers(dev, 0, []producerPlan{{events: 4000}, {events: 4000}})
+		}()
+		time.Sleep(3 * time.Millisecond)
+	}
+	if err := d.Add(devs[1], m); err == nil {
+		t.Errorf("adding device 1 twice succeeded")
+	}
+	wg.Wait()
+	d.Close()
+
+	last := checkDumps(t, sink)
+	for i := range devs {
+		st := last[key{"busy", i}]
+		checkDelivered(t, sink.records[key{"busy", i}], plogs[i])
+		if st.Matched != 8000 {
+			t.Errorf("device %d: matched %d, want 8000", i, st.Matched)
+		}
+		idle, ok := last[key{"idle", i}]
+		if !ok || idle.Matched != 0 || idle.Dropped != 0 {
+			t.Errorf("device %d: idle hook missing or not idle: %+v", i, idle)
+		}
+	}
+	// Every dump carries every hook of every device added by then.
+	for _, dp := range sink.dumps {
+		if len(dp.Stats)%2 != 0 || len(dp.Stats) == 0 {
+			t.Errorf("dump %d has %d stats", dp.Stats[0].Dump, len(dp.Stats))
+		}
+	}
+	if logs.warns > 1 {
+		t.Errorf("%d WARNs for drops on 3 devices, want at most 1", logs.warns)
+	}
+}
+
+func TestOneWarningPerProcess(t *testing.T) {
+	warnedDrop.Store(false)
+	logs := &logRecorder{}
+	for i := range 2 {
+		m := testModule(testHook("h", 16, config.DropNewest))
+		dev := newFakeDevice(i, m)
+		d := NewDrainer(Options{Log: logs.log, RingCapacity: 4, PollInterval: time.Hour})
+		if err := d.Add(dev, m); err != nil {
+			t.Fatal(err)
+		}
+		for range 100 { // 84 holes, then the final drain overfills nothing (sink discards)
+			if pos, hole := dev.reserve(0); !hole {
+				dev.write(0, pos, testPayload(pos), 6, 0)
+			}
+		}
+		if st := d.Close().Total(); st.DroppedBufferFull != 84 || st.Records != 16 {
+			t.Fatalf("drainer %d: %+v", i, st)
+		}
+	}
+	if logs.warns != 1 || !strings.Contains(logs.lines[0], "device buffer full") || !strings.Contains(logs.lines[0], "p.yaml:10:5") {
+		t.Errorf("want one WARN naming the stage and the buffer's profile position, got %q", logs.lines)
+	}
+}
+
+// TestDriverShutdownAtExit: the CUDA driver shuts down under the drainer at
+// process exit. After a final dump with nothing new since, that is one INFO
+// line and no WARN (upstream systems alert on WARN); before one, records can
+// be lost, and that is one WARN.
+func TestDriverShutdownAtExit(t *testing.T) {
+	for _, settled := range []bool{true, false} {
+		logs := &logRecorder{}
+		m := testModule(testHook("h", 16, config.DropNewest))
+		dev := newFakeDevice(0, m)
+		d := NewDrainer(Options{Log: logs.log, PollInterval: time.Millisecond, DumpInterval: 2 * time.Millisecond})
+		if err := d.Add(dev, m); err != nil {
+			t.Fatal(err)
+		}
+		for range 8 {
+			pos, _ := dev.reserve(0)
+			dev.write(0, pos, testPayload(pos), 6, 0)
+		}
+		if settled {
+			if st := d.Settle().Total(); st.Records != 8 {
+				t.Fatalf("settle: %+v", st)
+			}
+		}
+		dev.shut.Store(true)
+		time.Sleep(50 * time.Millisecond) // many polls and dumps against the shut-down driver
+		d.Close()
+		logs.mu.Lock()
+		var shutdown []string
+		for _, l := range logs.lines {
+			if strings.Contains(l, "shut down") || strings.Contains(l, "failed") {
+				shutdown = append(shutdown, l)
+			}
+		}
+		warns := logs.warns
+		logs.mu.Unlock()
+		if len(shutdown) != 1 {
+			t.Errorf("settled %v: want one line about the shutdown, got %q", settled, shutdown)
+			continue
+		}
+		if settled && (warns != 0 || !strings.Contains(shutdown[0], "nothing was lost")) {
+			t.Errorf("settled: %d WARNs, line %q; want an INFO saying nothing was lost", warns, shutdown[0])
+		}
+		if !settled && (warns != 1 || !strings.Contains(shutdown[0], "before the last communicator was finalized")) {
+			t.Errorf("not settled: %d WARNs, line %q; want one WARN", warns, shutdown[0])
+		}
+	}
+}

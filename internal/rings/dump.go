@@ -1,0 +1,177 @@
+package rings
+
+// Dumps (statistics and aggregate snapshots), Flush, Close and Settle, and
+// the Summary they return.
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ncclhooks/ncclhooks/internal/sinks"
+)
+
+// dump snapshots every consumer's statistics and every aggregate under
+// passMu, delivers exactly the records the snapshot counts, then calls
+// Sink.Dump, so a dump always follows the records it covers (deliverMu held).
+func (d *Drainer) dump(final bool) *sinks.Dump {
+	now := time.Now().UnixNano()
+	out := &sinks.Dump{Final: final}
+	type pending struct {
+		k  *consumer
+		st sinks.Stats
+	}
+	var ps []pending
+	d.passMu.Lock()
+	devs := *d.devices.Load()
+	for _, dv := range devs {
+		for _, k := range dv.consumers {
+			ps = append(ps, pending{k, k.stats()})
+		}
+		out.Aggs = append(out.Aggs, d.aggSnapshots(dv, now, final)...)
+	}
+	d.passMu.Unlock()
+
+	d.dumps++
+	for _, p := range ps {
+		d.deliver(p.k, p.st.Records)
+		st := p.st
+		st.Dump, st.Final, st.TimeUnixNs = d.dumps, final, now
+		st.RecordsSinceLastDump = st.Records - p.k.lastRecords
+		st.DroppedSinceLastDump = st.Dropped - p.k.lastDropped
+		p.k.lastRecords, p.k.lastDropped = st.Records, st.Dropped
+		out.Stats = append(out.Stats, st)
+	}
+	d.sinkDo("dump", d.opts.Sink.Dump(out))
+	return out
+}
+
+// aggSnapshots reads and decodes one device's aggregates (passMu held).
+func (d *Drainer) aggSnapshots(dv *device, now int64, final bool) []sinks.AggSnapshot {
+	if len(dv.mod.Aggs) == 0 {
+		return nil
+	}
+	if err := dv.dev.ReadAgg(dv.agg); err != nil {
+		if !dv.aggErr {
+			dv.aggErr = true
+			d.logReadFailure(dv, err, "reading aggregates failed, their snapshots are left out")
+		}
+		return nil
+	}
+	var out []sinks.AggSnapshot
+	for _, a := range dv.mod.Aggs {
+		rows, err := decodeAgg(a, dv.agg, d.opts.FuncName)
+		if err != nil {
+			if !dv.aggErr {
+				dv.aggErr = true
+				d.log(LogWarn, "ncclhooks: device "+fmt.Sprint(dv.ordinal)+": "+err.Error())
+			}
+			continue
+		}
+		out = append(out, sinks.AggSnapshot{Info: a, Device: dv.ordinal, TimeUnixNs: now, Final: final, Rows: rows})
+	}
+	return out
+}
+
+// Flush drains every device now, delivers what it found and writes a dump.
+// Flush(true) is Close.
+func (d *Drainer) Flush(final bool) {
+	if final {
+		d.Close()
+		return
+	}
+	d.deliverMu.Lock()
+	defer d.deliverMu.Unlock()
+	d.passMu.Lock()
+	closed := d.closed
+	if !closed {
+		d.passAll(false, nil)
+	}
+	d.passMu.Unlock()
+	if !closed {
+		d.dump(false)
+	}
+}
+
+// Close stops polling, drains every device one last time (positions still
+// unwritten are counted torn: the hooks must no longer run), delivers every
+// record and writes the final dump (Final, Pending 0). It does not close the
+// sink. It returns the final statistics; later calls return them again.
+func (d *Drainer) Close() Summary {
+	d.closing.Do(func() {
+		close(d.stop)
+		d.done.Wait()
+		d.deliverMu.Lock()
+		defer d.deliverMu.Unlock()
+		d.passMu.Lock()
+		d.closed = true
+		// The deliverer is gone and deliverMu is held: empty a full ring
+		// into the sink instead of refusing records at teardown.
+		d.passAll(true, func(k *consumer) { d.deliver(k, ^uint64(0)) })
+		d.passMu.Unlock()
+		d.summary = Summary{Stats: d.dump(true).Stats}
+	})
+	return d.summary
+}
+
+// Settle drains every device as Close does (positions still unwritten are
+// counted torn, so no hook may be running), delivers every record and writes
+// a final dump (Final, Pending 0), but keeps the Drainer running with its
+// totals: the plugin settles when its last communicator is finalized, and a
+// later communicator in the same process may start the hooks again.
+func (d *Drainer) Settle() Summary {
+	d.deliverMu.Lock()
+	defer d.deliverMu.Unlock()
+	d.passMu.Lock()
+	if d.closed {
+		d.passMu.Unlock()
+		return d.summary
+	}
+	d.passAll(true, func(k *consumer) { d.deliver(k, ^uint64(0)) })
+	d.passMu.Unlock()
+	return Summary{Stats: d.dump(true).Stats}
+}
+
+// Summary is the final statistics of a drainer, one entry per hook per device.
+type Summary struct {
+	Stats []sinks.Stats
+}
+
+// Total sums the statistics of every hook on every device.
+func (s Summary) Total() sinks.Stats {
+	var t sinks.Stats
+	for _, st := range s.Stats {
+		t.Matched += st.Matched
+		t.Records += st.Records
+		t.Dropped += st.Dropped
+		t.DroppedBufferFull += st.DroppedBufferFull
+		t.DroppedOverwritten += st.DroppedOverwritten
+		t.DroppedTorn += st.DroppedTorn
+		t.DroppedRingFull += st.DroppedRingFull
+		t.Pending += st.Pending
+	}
+	return t
+}
+
+// String is a one-line account: "matched 10, records 8, dropped 2 (buffer_full 2) over 1 hook(s) x 1 device(s)".
+func (s Summary) String() string {
+	t := s.Total()
+	hooks, devs := map[string]bool{}, map[int]bool{}
+	for _, st := range s.Stats {
+		hooks[st.Hook], devs[st.Device] = true, true
+	}
+	var why []string
+	for _, p := range []struct {
+		name string
+		n    uint64
+	}{{"buffer_full", t.DroppedBufferFull}, {"overwritten", t.DroppedOverwritten}, {"torn", t.DroppedTorn}, {"ring_full", t.DroppedRingFull}} {
+		if p.n > 0 {
+			why = append(why, fmt.Sprintf("%s %d", p.name, p.n))
+		}
+	}
+	drops := fmt.Sprint(t.Dropped)
+	if len(why) > 0 {
+		drops += " (" + strings.Join(why, ", ") + ")"
+	}
+	return fmt.Sprintf("matched %d, records %d, dropped %s over %d hook(s) x %d device(s)", t.Matched, t.Records, drops, len(hooks), len(devs))
+}

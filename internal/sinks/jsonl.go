@@ -1,0 +1,369 @@
+package sinks
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+)
+
+// JSONLFormat is the version written in the header line.
+const JSONLFormat = 1
+
+// Header is the first line of a JSON lines file.
+type Header struct {
+	Profile     string
+	ProfileFile string
+	Host        string // default: os.Hostname
+	PID         int    // default: os.Getpid
+	Backend     string
+	StartUnixNs int64 // default: now
+	// Fields optionally maps, per hook, each output field name to its
+	// catalogue source, so readers find renamed fields ("ts" -> "timestamp").
+	// HeaderFields builds it from a module.
+	Fields map[string]map[string]string
+}
+
+// HeaderFields returns Header.Fields for a module.
+func HeaderFields(m *hookgen.Module) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, h := range m.Hooks {
+		fs := map[string]string{}
+		for _, f := range h.Layout.Fields {
+			fs[f.Name] = f.Source
+		}
+		out[h.Name] = fs
+	}
+	return out
+}
+
+// JSONL writes one JSON object per line into the process's file (see
+// docs/ARCHITECTURE.md, "JSON lines"). It is safe for concurrent use; the
+// drainer calls Records and Dump, the plugin calls Clock.
+//
+// The file only ever holds complete lines, and its dump_stats lines count
+// only what reached it. Lines are buffered and written at the end of the
+// file's complete lines; a write that fails (a full disk, a file-size
+// limit) is cut back to them, the record lines it held are counted as
+// dropped_write_failed in the next dump that is written, the other lines
+// (comm, clock, refused) are kept and written with the next write, and
+// writing goes on: when the disk has room again the output resumes.
+type JSONL struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+	size int64 // bytes of complete lines in the file
+
+	meta    []byte // comm, clock, refused lines not yet written
+	recs    []byte // record lines not yet written
+	recKeys map[lineKey]uint64
+	err     error // the last write error, nil after a successful write
+
+	lost map[lineKey]uint64 // records whose lines never reached the file
+	// last is what the last dump_stats line written for a hook and device
+	// said, for the since-last-dump deltas of the next one.
+	last map[lineKey]writtenStats
+	// pendingFinal holds a final dump whose write failed: it is written
+	// before anything else, at the next write.
+	pendingFinal     []byte
+	pendingFinalLast map[lineKey]writtenStats // j.last once pendingFinal is written
+
+	b     []byte // line being built
+	hooks map[*hookgen.HookInfo]*recordKeys
+}
+
+type lineKey struct {
+	hook   string
+	device int
+}
+
+type writtenStats struct{ records, dropped uint64 }
+
+// flushAt is the size of buffered record lines that triggers a write.
+const flushAt = 1 << 20
+
+// recordKeys are a hook's precomputed record line pieces.
+type recordKeys struct {
+	prefix  []byte   // {"type":"record","hook":"name","device":
+	fields  [][]byte // ,"field":
+	hasFunc bool
+}
+
+// flushLocked writes the pending final dump, the kept lines and the
+// buffered records. When that fails the records are counted lost; the
+// other lines are kept for the next write.
+func (j *JSONL) flushLocked() error {
+	if len(j.pendingFinal)+len(j.meta)+len(j.recs) == 0 {
+		return nil
+	}
+	if len(j.pendingFinal) > 0 {
+		if err := j.writeLocked(j.pendingFinal); err != nil {
+			j.dropRecords()
+			return j.fail(err)
+		}
+		j.pendingFinal = j.pendingFinal[:0]
+		maps.Copy(j.last, j.pendingFinalLast)
+	}
+	data := j.meta
+	if len(j.recs) > 0 {
+		data = append(j.meta, j.recs...)
+		j.meta = data[:len(j.meta)] // same contents; data may have grown it
+	}
+	if err := j.writeLocked(data); err != nil {
+		j.dropRecords()
+		return j.fail(err)
+	}
+	j.meta, j.recs = j.meta[:0], j.recs[:0]
+	clear(j.recKeys)
+	j.err = nil
+	return nil
+}
+
+// dropRecords counts the buffered record lines as lost and forgets them.
+func (j *JSONL) dropRecords() {
+	for k, n := range j.recKeys {
+		j.lost[k] += n
+	}
+	clear(j.recKeys)
+	j.recs = j.recs[:0]
+}
+
+func (j *JSONL) fail(err error) error {
+	j.err = err
+	return fmt.Errorf("writing %s (records that are not written are counted as dropped_write_failed; writing resumes when it can): %w", j.path, err)
+}
+
+func (j *JSONL) writeHeader(h *Header) {
+	b := append(j.b[:0], `{"type":"header","format":`...)
+	b = strconv.AppendInt(b, JSONLFormat, 10)
+	b = appendKey(b, "profile")
+	b = appendString(b, h.Profile)
+	b = appendKey(b, "profile_file")
+	b = appendString(b, h.ProfileFile)
+	b = appendKey(b, "host")
+	b = appendString(b, h.Host)
+	b = appendKey(b, "pid")
+	b = strconv.AppendInt(b, int64(h.PID), 10)
+	b = appendKey(b, "backend")
+	b = appendString(b, h.Backend)
+	b = appendKey(b, "start_unix_ns")
+	b = strconv.AppendInt(b, h.StartUnixNs, 10)
+	if len(h.Fields) > 0 {
+		b = appendKey(b, "fields")
+		b = appendStringMap2(b, h.Fields)
+	}
+	j.b = append(b, "}\n"...)
+}
+
+// metaLine buffers a line that must reach the file (comm, clock, refused)
+// and writes it with everything buffered before it.
+func (j *JSONL) metaLine(line []byte) error {
+	j.meta = append(j.meta, line...)
+	return j.flushLocked()
+}
+
+// Clock writes a host/device timestamp pair of one device.
+func (j *JSONL) Clock(device int, hostUnixNs, deviceNs uint64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b := append(j.b[:0], `{"type":"clock","device":`...)
+	b = strconv.AppendInt(b, int64(device), 10)
+	b = append(b, `,"host_unix_ns":`...)
+	b = strconv.AppendUint(b, hostUnixNs, 10)
+	b = append(b, `,"device_ns":`...)
+	b = strconv.AppendUint(b, deviceNs, 10)
+	j.b = append(b, "}\n"...)
+	return j.metaLine(j.b)
+}
+
+// Comm is one communicator that was handed a hook: its index on the device
+// (what the comm field of records holds) and its identity from NCCL's init.
+type Comm struct {
+	Device int
+	Index  int    // the comm intrinsic
+	ID     uint64 // commId from init
+	Name   string
+	Rank   int
+	NRanks int
+	NNodes int
+}
+
+// Comm writes a comm line: {"type":"comm","device":0,"comm":1,"comm_id":"0x..",
+// "name":"..","rank":0,"nranks":8,"nnodes":1}.
+func (j *JSONL) Comm(c Comm) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b := append(j.b[:0], `{"type":"comm","device":`...)
+	b = strconv.AppendInt(b, int64(c.Device), 10)
+	b = append(b, `,"comm":`...)
+	b = strconv.AppendInt(b, int64(c.Index), 10)
+	b = append(b, `,"comm_id":"0x`...)
+	b = strconv.AppendUint(b, c.ID, 16)
+	b = append(b, `","name":`...)
+	b = appendString(b, c.Name)
+	b = append(b, `,"rank":`...)
+	b = strconv.AppendInt(b, int64(c.Rank), 10)
+	b = append(b, `,"nranks":`...)
+	b = strconv.AppendInt(b, int64(c.NRanks), 10)
+	b = append(b, `,"nnodes":`...)
+	b = strconv.AppendInt(b, int64(c.NNodes), 10)
+	j.b = append(b, "}\n"...)
+	return j.metaLine(j.b)
+}
+
+// Refused writes a refused line for a hook left out of the device module
+// because it could fault NCCL's kernels: {"type":"refused","hook":"h",
+// "position":"p.yaml:5:5","reason":"..."}. It records nothing and has no
+// dump_stats.
+func (j *JSONL) Refused(hook, position, reason string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b := appendString(append(j.b[:0], `{"type":"refused","hook":`...), hook)
+	b = appendString(append(b, `,"position":`...), position)
+	b = appendString(append(b, `,"reason":`...), reason)
+	j.b = append(b, "}\n"...)
+	return j.metaLine(j.b)
+}
+
+func (j *JSONL) keys(h *hookgen.HookInfo) *recordKeys {
+	if k, ok := j.hooks[h]; ok {
+		return k
+	}
+	k := &recordKeys{}
+	k.prefix = appendString([]byte(`{"type":"record","hook":`), h.Name)
+	k.prefix = append(k.prefix, `,"device":`...)
+	for _, f := range h.Layout.Fields {
+		k.fields = append(k.fields, appendKey(nil, f.Name))
+		k.hasFunc = k.hasFunc || f.Source == "funcId"
+	}
+	j.hooks[h] = k
+	return k
+}
+
+// Records writes one line per record: type, hook, device, seq, the fields by
+// profile name in layout order, then func when the layout records funcId.
+func (j *JSONL) Records(recs []Record) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return os.ErrClosed
+	}
+	var run lineKey // records are counted per run of one hook and device
+	var n uint64
+	for i := range recs {
+		r := &recs[i]
+		if key := (lineKey{r.Hook.Name, r.Device}); key != run {
+			if n > 0 {
+				j.recKeys[run] += n
+			}
+			run, n = key, 0
+		}
+		n++
+		k := j.keys(r.Hook)
+		b := append(j.recs, k.prefix...)
+		b = strconv.AppendInt(b, int64(r.Device), 10)
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, r.Seq, 10)
+		for f, v := range r.Values {
+			b = append(b, k.fields[f]...)
+			b = appendValue(b, v)
+		}
+		if k.hasFunc {
+			b = appendKey(b, "func")
+			b = appendString(b, r.FuncName)
+		}
+		j.recs = append(b, "}\n"...)
+	}
+	if n > 0 {
+		j.recKeys[run] += n
+	}
+	if len(j.recs) >= flushAt {
+		return j.flushLocked()
+	}
+	return nil
+}
+
+// Dump writes the buffered records, then the dump_stats lines, then the
+// aggregate lines. The dump_stats lines count only the records whose lines
+// reached the file: records_total is lowered, and dropped_total and
+// dropped_write_failed_total raised, by the records whose write failed, and
+// the since-last-dump deltas are taken from the last dump_stats line that
+// reached the file. A final dump that cannot be written is kept and written
+// before anything else at the next write.
+func (j *JSONL) Dump(d *Dump) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return os.ErrClosed
+	}
+	ferr := j.flushLocked()
+	lines := j.b[:0]
+	written := map[lineKey]writtenStats{}
+	for i := range d.Stats {
+		st := d.Stats[i]
+		k := lineKey{st.Hook, st.Device}
+		p, ok := j.last[k]
+		if !ok {
+			// No dump of this hook and device written yet: the caller's
+			// deltas say where it started.
+			p = writtenStats{st.Records - min(st.RecordsSinceLastDump, st.Records), st.Dropped - min(st.DroppedSinceLastDump, st.Dropped)}
+		}
+		lost := min(j.lost[k], st.Records)
+		st.Records -= lost
+		st.Dropped += lost
+		st.DroppedWriteFailed += lost
+		w := writtenStats{st.Records, st.Dropped}
+		st.RecordsSinceLastDump = w.records - min(p.records, w.records)
+		st.DroppedSinceLastDump = w.dropped - min(p.dropped, w.dropped)
+		written[k] = w
+		lines = appendStats(lines, &st)
+	}
+	for i := range d.Aggs {
+		lines = appendAggregate(lines, &d.Aggs[i])
+	}
+	j.b = lines
+	if err := j.writeLocked(lines); err != nil {
+		if d.Final {
+			j.pendingFinal = append(j.pendingFinal[:0], lines...)
+			j.pendingFinalLast = written
+		}
+		return j.fail(err)
+	}
+	if d.Final {
+		j.pendingFinal = j.pendingFinal[:0]
+	}
+	maps.Copy(j.last, written)
+	return ferr
+}
+
+// Lost is the number of records whose lines could not be written.
+func (j *JSONL) Lost() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var n uint64
+	for _, v := range j.lost {
+		n += v
+	}
+	return n
+}
+
+// Close writes what is buffered and closes the file.
+func (j *JSONL) Close() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return nil
+	}
+	err := j.flushLocked()
+	if cerr := j.f.Close(); err == nil {
+		err = cerr
+	}
+	j.f = nil
+	if err != nil {
+		return fmt.Errorf("closing %s: %w", j.path, err)
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package sinks
+
+import (
+	"testing"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+)
+
+// BenchmarkJSONLRecords is the JSON lines sink's cost per all-events record
+// (five fields and the function name), written to a file.
+func BenchmarkJSONLRecords(b *testing.B) {
+	l := hookgen.Layout{}
+	for _, f := range []struct {
+		name string
+		t    config.Type
+	}{{"timestamp", config.U64}, {"workCounter", config.U64}, {"funcId", config.U32}, {"channelId", config.U8}, {"phase", config.U8}} {
+		l.Fields = append(l.Fields, hookgen.FieldLayout{Name: f.name, Source: f.name, Type: f.t, Offset: l.Bytes})
+		l.Bytes += f.t.Bytes()
+	}
+	l.Prepare()
+	h := &hookgen.HookInfo{Name: "all", Layout: l}
+	j, err := NewJSONL(b.TempDir(), Header{Profile: "bench", Host: "h", PID: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	const batch = 1024
+	recs := make([]Record, batch)
+	for i := range recs {
+		recs[i] = Record{Hook: h, Device: 0, Seq: uint64(i), FuncName: "AllReduce_Sum_f32_RING_LL",
+			Values: []hookgen.Value{{Type: config.U64, U: 1796013248705606042 + uint64(i)}, {Type: config.U64, U: uint64(i)},
+				{Type: config.U32, U: 3}, {Type: config.U8, U: 7}, {Type: config.U8, U: uint64(i & 1)}}}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i += batch {
+		if err := j.Records(recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}

@@ -1,0 +1,383 @@
+// Package trace turns ncclhooks JSON lines outputs into a Chrome trace event
+// format file (JSON) that the Perfetto UI and chrome://tracing open: a process
+// per device, a track per channel, a complete slice per work item (START and
+// STOP paired, or a STOP with its recorded duration) named after the NCCL
+// function, and a counter track of drops from the dump_stats lines.
+//
+// Device timestamps are placed on the host timeline with the clock line of
+// their file and device: host_ns = ts - device_ns + host_unix_ns. The trace's
+// timestamps are microseconds since time_origin_unix_ns (the earliest event),
+// which keeps nanosecond resolution in a float64.
+package trace
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+
+	"github.com/ncclhooks/ncclhooks/internal/report"
+)
+
+// ClockNote says how device timestamps were placed; it is written into the
+// trace's otherData.
+const ClockNote = "device timestamps are placed on the host timeline with each file's clock line for the device: " +
+	"host_ns = ts - device_ns + host_unix_ns; trace ts = (host_ns - time_origin_unix_ns) / 1000 us"
+
+// Summary says what a trace holds.
+type Summary struct {
+	Slices         int
+	Counters       int
+	Processes      int // devices (per host)
+	Tracks         int // channel tracks, extra lanes included
+	UnpairedStarts uint64
+	UnpairedStops  uint64
+	// NoClock lists "host/device" pairs without a clock line: their slices
+	// keep raw device time and do not line up with other devices.
+	NoClock []string
+}
+
+// Event is one trace event as written (and as the tests read it back).
+type Event struct {
+	Name string          `json:"name"`
+	Cat  string          `json:"cat,omitempty"`
+	Ph   string          `json:"ph"`
+	Ts   json.Number     `json:"ts,omitempty"`
+	Dur  json.Number     `json:"dur,omitempty"`
+	Pid  int             `json:"pid"`
+	Tid  int             `json:"tid"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+type slice struct {
+	pid, track   int
+	start, stop  int64 // host ns
+	hook, fn     string
+	funcID       int64
+	counter      uint64
+	hasCounter   bool
+	device, file int
+}
+
+// trackKey is one channel of one hook of one device; lanes split it when
+// work items overlap (several communicators on the same channel id).
+type trackKey struct {
+	pid, hook, channel int
+}
+
+// Write reads the inputs and writes their trace to w.
+func Write(w io.Writer, inputs []string, opts report.Options) (*Summary, error) {
+	var items []report.WorkItem
+	run, err := report.Read(inputs, opts, func(it *report.WorkItem) {
+		if it.HasTime {
+			items = append(items, *it)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	b := newBuilder(run)
+	for i := range items {
+		b.add(&items[i])
+	}
+	return b.write(w)
+}
+
+type builder struct {
+	run     *report.Run
+	hostIdx map[string]int    // host -> index in sorted order
+	pids    map[[2]string]int // (host, device) -> pid
+	procs   map[int]string    // pid -> name
+	hookIdx map[string]int
+	slices  []slice
+	noClock map[string]bool
+	sum     Summary
+}
+
+func newBuilder(run *report.Run) *builder {
+	b := &builder{run: run, hostIdx: map[string]int{}, pids: map[[2]string]int{}, procs: map[int]string{}, hookIdx: map[string]int{}, noClock: map[string]bool{}}
+	// pid = device on the first host; later hosts get 1000*host index + device.
+	var hosts []string
+	for _, f := range run.Files {
+		if !slices.Contains(hosts, f.Header.Host) {
+			hosts = append(hosts, f.Header.Host)
+		}
+	}
+	slices.Sort(hosts)
+	for i, h := range hosts {
+		b.hostIdx[h] = i
+	}
+	for i, h := range run.HookNames() {
+		b.hookIdx[h] = i
+	}
+	for _, hc := range run.Hooks {
+		b.sum.UnpairedStarts += hc.UnpairedStarts
+		b.sum.UnpairedStops += hc.UnpairedStops
+	}
+	return b
+}
+
+func (b *builder) pid(file, device int) int {
+	host := b.run.Files[file].Header.Host
+	k := [2]string{host, strconv.Itoa(device)}
+	if p, ok := b.pids[k]; ok {
+		return p
+	}
+	p := 1000*b.hostIdx[host] + device
+	b.pids[k] = p
+	b.procs[p] = fmt.Sprintf("device %d (%s)", device, host)
+	return p
+}
+
+// hostNs places a device timestamp of a file's device on the host timeline.
+func (b *builder) hostNs(file, device int, ts uint64) int64 {
+	f := b.run.Files[file]
+	c, ok := f.Clocks[device]
+	if !ok {
+		b.noClock[fmt.Sprintf("%s/%d", f.Header.Host, device)] = true
+		return int64(ts)
+	}
+	return c.HostNs(ts)
+}
+
+func (b *builder) add(it *report.WorkItem) {
+	pid := b.pid(it.File, it.Device)
+	b.slices = append(b.slices, slice{
+		pid: pid, track: it.Channel,
+		start: b.hostNs(it.File, it.Device, it.Start), stop: b.hostNs(it.File, it.Device, it.Stop),
+		hook: it.Hook, fn: it.FuncLabel(), funcID: it.FuncID, counter: it.WorkCounter, hasCounter: it.HasCounter,
+		device: it.Device, file: it.File,
+	})
+}
+
+// micros formats a nanosecond offset as microseconds with ns resolution.
+func micros(ns int64) json.Number {
+	return json.Number(strconv.FormatFloat(float64(ns)/1e3, 'f', 3, 64))
+}
+
+// counter is one point of a drops counter track: the cumulative drops of a
+// hook at one dump, on the device's process.
+type counter struct {
+	pid  int
+	ts   int64
+	hook string
+	val  uint64
+}
+
+// write writes the trace in phases: the counters and the time origin, the
+// slices' lanes, then the events (metadata, slices, counters) and otherData.
+func (b *builder) write(w io.Writer) (*Summary, error) {
+	counters := b.counters()
+	origin := b.origin(counters)
+	tids, threads := b.lanes()
+
+	ew := newEventWriter(w)
+	ew.bw.WriteString("{\"traceEvents\":[\n")
+	b.writeMeta(ew, threads)
+	b.writeSlices(ew, tids, origin)
+	writeCounters(ew, counters, origin)
+
+	b.summarize(len(counters), len(threads))
+	fmt.Fprintf(ew.bw, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":%s}\n", b.otherData(origin))
+	if err := ew.bw.Flush(); err != nil {
+		return nil, err
+	}
+	return &b.sum, nil
+}
+
+// counters are the drops of every dump_stats line, in the order read.
+func (b *builder) counters() []counter {
+	var counters []counter
+	for _, s := range b.run.Stats {
+		counters = append(counters, counter{pid: b.pid(s.File, s.Device), ts: s.TimeUnixNs, hook: s.Hook, val: s.Dropped})
+	}
+	return counters
+}
+
+// origin is the earliest host time of a slice or counter (0 if none).
+func (b *builder) origin(counters []counter) int64 {
+	origin := int64(math.MaxInt64)
+	for _, s := range b.slices {
+		origin = min(origin, s.start)
+	}
+	for _, c := range counters {
+		origin = min(origin, c.ts)
+	}
+	if origin == math.MaxInt64 {
+		origin = 0
+	}
+	return origin
+}
+
+// lanes sorts the slices and gives each its thread id: a slice goes to the
+// first lane of its track whose last slice ended before it starts, so no
+// track holds overlapping slices. It returns the tid of each slice and the
+// name of each (pid, tid).
+func (b *builder) lanes() ([]int, map[[2]int]string) {
+	multiHook := len(b.hookIdx) > 1
+	slices.SortFunc(b.slices, func(x, y slice) int {
+		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(b.hookIdx[x.hook], b.hookIdx[y.hook]),
+			cmp.Compare(x.track, y.track), cmp.Compare(x.start, y.start), cmp.Compare(x.stop, y.stop))
+	})
+	type lane struct {
+		tid int
+		end int64
+	}
+	lanes := map[trackKey][]lane{}
+	threads := map[[2]int]string{} // (pid, tid) -> name
+	tids := make([]int, len(b.slices))
+	for i := range b.slices {
+		s := &b.slices[i]
+		hk := 0
+		if multiHook {
+			hk = b.hookIdx[s.hook]
+		}
+		k := trackKey{s.pid, hk, s.track}
+		ls := lanes[k]
+		li := slices.IndexFunc(ls, func(l lane) bool { return l.end <= s.start })
+		if li < 0 {
+			li = len(ls)
+			tid := channelTid(s.track) + 1000*li + 100000*hk
+			ls = append(ls, lane{tid: tid})
+			threads[[2]int{s.pid, tid}] = trackName(s.track, li, multiHook, s.hook)
+		}
+		ls[li].end = s.stop
+		lanes[k] = ls
+		tids[i] = ls[li].tid
+	}
+	return tids, threads
+}
+
+// trackName names lane li of a channel's track ("all channels" where the
+// hook does not record channelId), with the hook where there are several.
+func trackName(track, li int, multiHook bool, hook string) string {
+	name := "all channels"
+	if track >= 0 {
+		name = "channel " + strconv.Itoa(track)
+	}
+	if li > 0 {
+		name += fmt.Sprintf(" #%d", li+1)
+	}
+	if multiHook {
+		name += " [" + hook + "]"
+	}
+	return name
+}
+
+// eventWriter writes the events of traceEvents, comma separated.
+type eventWriter struct {
+	bw    *bufio.Writer
+	first bool
+}
+
+func newEventWriter(w io.Writer) *eventWriter {
+	return &eventWriter{bw: bufio.NewWriterSize(w, 1<<20), first: true}
+}
+
+func (ew *eventWriter) emit(e any) {
+	data, _ := json.Marshal(e)
+	if ew.first {
+		ew.first = false
+	} else {
+		ew.bw.WriteString(",\n")
+	}
+	ew.bw.Write(data)
+}
+
+func (ew *eventWriter) meta(name string, pid, tid int, args any) {
+	a, _ := json.Marshal(args)
+	ew.emit(Event{Name: name, Ph: "M", Pid: pid, Tid: tid, Args: a})
+}
+
+// writeMeta names and orders the processes and their threads (tracks).
+func (b *builder) writeMeta(ew *eventWriter, threads map[[2]int]string) {
+	pids := make([]int, 0, len(b.procs))
+	for p := range b.procs {
+		pids = append(pids, p)
+	}
+	slices.Sort(pids)
+	for _, p := range pids {
+		ew.meta("process_name", p, 0, map[string]string{"name": b.procs[p]})
+		ew.meta("process_sort_index", p, 0, map[string]int{"sort_index": p})
+	}
+	thr := make([][2]int, 0, len(threads))
+	for k := range threads {
+		thr = append(thr, k)
+	}
+	slices.SortFunc(thr, func(x, y [2]int) int { return cmp.Or(cmp.Compare(x[0], y[0]), cmp.Compare(x[1], y[1])) })
+	for _, k := range thr {
+		ew.meta("thread_name", k[0], k[1], map[string]string{"name": threads[k]})
+		ew.meta("thread_sort_index", k[0], k[1], map[string]int{"sort_index": k[1]})
+	}
+}
+
+// writeSlices writes a complete event per slice, on the thread lanes gave it.
+func (b *builder) writeSlices(ew *eventWriter, tids []int, origin int64) {
+	for i, s := range b.slices {
+		args := map[string]any{"hook": s.hook, "device": s.device, "file": b.run.Files[s.file].Path}
+		if s.funcID >= 0 {
+			args["funcId"] = s.funcID
+		}
+		if s.hasCounter {
+			args["workCounter"] = s.counter
+		}
+		a, _ := json.Marshal(args)
+		ew.emit(Event{Name: s.fn, Cat: s.hook, Ph: "X", Ts: micros(s.start - origin), Dur: micros(s.stop - s.start),
+			Pid: s.pid, Tid: tids[i], Args: a})
+	}
+}
+
+// writeCounters writes the drops counters, by process and time.
+func writeCounters(ew *eventWriter, counters []counter, origin int64) {
+	slices.SortStableFunc(counters, func(x, y counter) int { return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.ts, y.ts)) })
+	for _, c := range counters {
+		a, _ := json.Marshal(map[string]uint64{c.hook: c.val})
+		ew.emit(Event{Name: "dropped records (cumulative)", Ph: "C", Ts: micros(c.ts - origin), Pid: c.pid, Args: a})
+	}
+}
+
+// summarize fills in the summary's counts and the devices without a clock.
+func (b *builder) summarize(counters, tracks int) {
+	b.sum.Slices = len(b.slices)
+	b.sum.Counters = counters
+	b.sum.Processes = len(b.procs)
+	b.sum.Tracks = tracks
+	for k := range b.noClock {
+		b.sum.NoClock = append(b.sum.NoClock, k)
+	}
+	slices.Sort(b.sum.NoClock)
+}
+
+// otherData is the trace's otherData object: where it came from and how its
+// timestamps were placed.
+func (b *builder) otherData(origin int64) []byte {
+	inputs := make([]string, len(b.run.Files))
+	for i, f := range b.run.Files {
+		inputs[i] = f.Path
+	}
+	other, _ := json.Marshal(map[string]any{
+		"generator":             "ncclhooks trace",
+		"profile":               b.run.Profile,
+		"inputs":                inputs,
+		"clock":                 ClockNote,
+		"time_origin_unix_ns":   origin,
+		"slices":                b.sum.Slices,
+		"unpaired_starts":       b.sum.UnpairedStarts,
+		"unpaired_stops":        b.sum.UnpairedStops,
+		"devices_without_clock": append([]string{}, b.sum.NoClock...),
+	})
+	return other
+}
+
+// channelTid is the base thread id of a channel's track; a hook that does
+// not record channelId gets one track, tid 999.
+func channelTid(ch int) int {
+	if ch < 0 {
+		return 999
+	}
+	return ch
+}

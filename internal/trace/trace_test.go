@@ -1,0 +1,243 @@
+package trace_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ncclhooks/ncclhooks/internal/report"
+	"github.com/ncclhooks/ncclhooks/internal/report/reporttest"
+	"github.com/ncclhooks/ncclhooks/internal/trace"
+)
+
+type traceFile struct {
+	TraceEvents     []map[string]any `json:"traceEvents"`
+	DisplayTimeUnit string           `json:"displayTimeUnit"`
+	OtherData       map[string]any   `json:"otherData"`
+}
+
+type parsed struct {
+	file      traceFile
+	slices    []map[string]any
+	counters  []map[string]any
+	procNames map[int]string
+	thrNames  map[[2]int]string
+}
+
+func num(t *testing.T, e map[string]any, key string) float64 {
+	t.Helper()
+	v, ok := e[key].(float64)
+	if !ok {
+		t.Fatalf("event %v: %q is not a number", e, key)
+	}
+	return v
+}
+
+// validate checks data against the trace event format as Perfetto's JSON
+// importer reads it: required keys per phase, named processes and threads,
+// per-track monotonic timestamps and properly nested (here: disjoint) slices.
+func validate(t *testing.T, data []byte) *parsed {
+	t.Helper()
+	p := &parsed{procNames: map[int]string{}, thrNames: map[[2]int]string{}}
+	if err := json.Unmarshal(data, &p.file); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	type track struct{ pid, tid int }
+	lastEnd := map[track]float64{}
+	lastTs := map[track]float64{}
+	for _, e := range p.file.TraceEvents {
+		ph, _ := e["ph"].(string)
+		name, _ := e["name"].(string)
+		if name == "" {
+			t.Fatalf("event without name: %v", e)
+		}
+		pid := int(num(t, e, "pid"))
+		switch ph {
+		case "M":
+			args, _ := e["args"].(map[string]any)
+			switch name {
+			case "process_name":
+				p.procNames[pid] = args["name"].(string)
+			case "thread_name":
+				p.thrNames[[2]int{pid, int(num(t, e, "tid"))}] = args["name"].(string)
+			case "process_sort_index", "thread_sort_index":
+				if _, ok := args["sort_index"].(float64); !ok {
+					t.Fatalf("%s without a numeric sort_index: %v", name, e)
+				}
+			default:
+				t.Fatalf("unknown metadata event %q", name)
+			}
+		case "X":
+			ts, dur := num(t, e, "ts"), num(t, e, "dur")
+			tr := track{pid, int(num(t, e, "tid"))}
+			if dur < 0 {
+				t.Fatalf("negative duration: %v", e)
+			}
+			if ts < lastTs[tr] {
+				t.Fatalf("track %v: ts %v after %v: not monotonic", tr, ts, lastTs[tr])
+			}
+			if ts < lastEnd[tr] {
+				t.Fatalf("track %v: slice at %v overlaps the previous one ending at %v", tr, ts, lastEnd[tr])
+			}
+			lastTs[tr], lastEnd[tr] = ts, ts+dur
+			if _, ok := p.thrNames[[2]int{tr.pid, tr.tid}]; !ok {
+				t.Fatalf("slice on unnamed track %v", tr)
+			}
+			p.slices = append(p.slices, e)
+		case "C":
+			num(t, e, "ts")
+			args, _ := e["args"].(map[string]any)
+			if len(args) == 0 {
+				t.Fatalf("counter without values: %v", e)
+			}
+			for _, v := range args {
+				if _, ok := v.(float64); !ok {
+					t.Fatalf("counter value %v is not a number", v)
+				}
+			}
+			p.counters = append(p.counters, e)
+		default:
+			t.Fatalf("unexpected phase %q", ph)
+		}
+		if _, ok := p.procNames[pid]; !ok {
+			t.Fatalf("event on unnamed process %d: %v", pid, e)
+		}
+	}
+	return p
+}
+
+func writeTrace(t *testing.T, inputs ...string) ([]byte, *trace.Summary) {
+	t.Helper()
+	var buf bytes.Buffer
+	sum, err := trace.Write(&buf, inputs, report.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), sum
+}
+
+func TestTraceFromRun(t *testing.T) {
+	dir := t.TempDir()
+	_, truths, err := reporttest.WriteRun(dir, 2, reporttest.Options{Seed: 9, DropEvery: 53, Channels: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, sum := writeTrace(t, dir)
+	p := validate(t, data)
+
+	paired := 0
+	for _, tr := range truths {
+		for _, ds := range tr.Durations {
+			paired += len(ds)
+		}
+	}
+	if len(p.slices) != paired || sum.Slices != paired {
+		t.Fatalf("%d slices (summary %d), want %d paired work items", len(p.slices), sum.Slices, paired)
+	}
+	run, err := report.Read([]string{dir}, report.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.file.OtherData["unpaired_starts"].(float64); uint64(got) != run.Hooks["all"].UnpairedStarts || got == 0 {
+		t.Errorf("unpaired_starts %v, want %d (> 0 with drops)", got, run.Hooks["all"].UnpairedStarts)
+	}
+	if got := p.file.OtherData["unpaired_stops"].(float64); uint64(got) != run.Hooks["all"].UnpairedStops {
+		t.Errorf("unpaired_stops %v, want %d", got, run.Hooks["all"].UnpairedStops)
+	}
+	if len(p.counters) != len(run.Stats) {
+		t.Errorf("%d counter events, want one per dump_stats line (%d)", len(p.counters), len(run.Stats))
+	}
+	last := p.counters[len(p.counters)-1]["args"].(map[string]any)["all"].(float64)
+	if int(last) != truths[1].Dropped {
+		t.Errorf("last drop counter %v, want %d", last, truths[1].Dropped)
+	}
+	if p.procNames[0] != "device 0 (node0)" || p.procNames[1] != "device 1 (node0)" || len(p.procNames) != 2 {
+		t.Errorf("process names %v", p.procNames)
+	}
+	for ch := 0; ch < 3; ch++ {
+		if p.thrNames[[2]int{1, ch}] != "channel "+strconv.Itoa(ch) {
+			t.Errorf("thread names %v", p.thrNames)
+		}
+	}
+
+	// Placement on the host timeline: the generator's device clock runs
+	// DeviceOffsetNs behind unix time, so trace ts + origin must be the
+	// START's device timestamp + DeviceOffsetNs.
+	origin := int64(p.file.OtherData["time_origin_unix_ns"].(float64))
+	if origin < reporttest.StartUnixNs || origin > reporttest.StartUnixNs+1e6 {
+		t.Errorf("time origin %d, want about %d", origin, int64(reporttest.StartUnixNs))
+	}
+	if !strings.Contains(p.file.OtherData["clock"].(string), "host_ns = ts - device_ns + host_unix_ns") {
+		t.Errorf("clock note: %v", p.file.OtherData["clock"])
+	}
+	starts := map[string]uint64{} // "device/channel/wc" -> START device ts
+	run, _ = report.Read([]string{dir}, report.Options{}, func(w *report.WorkItem) {
+		starts[fmt.Sprintf("%d/%d/%d", w.Device, w.Channel, w.WorkCounter)] = w.Start
+	})
+	for _, s := range p.slices[:50] {
+		args := s["args"].(map[string]any)
+		k := fmt.Sprintf("%v/%v/%v", args["device"], s["tid"], args["workCounter"])
+		dev, ok := starts[k]
+		if !ok {
+			t.Fatalf("slice %v has no work item", s)
+		}
+		host := int64(dev) + reporttest.DeviceOffsetNs
+		got := origin + int64(num(t, s, "ts")*1000+0.5)
+		if got != host {
+			t.Fatalf("slice %s placed at %d, want %d", k, got, host)
+		}
+		if s["name"] == "" || args["funcId"] == nil || args["hook"] != "all" {
+			t.Fatalf("slice args %v", s)
+		}
+	}
+}
+
+// Two communicators on one device with the same channel ids: their work
+// items overlap in time and must go to separate lanes of the channel.
+func TestTraceOverlappingCommunicatorsGetLanes(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
+	ta, err := reporttest.Write(a, reporttest.Options{Seed: 1, PID: 1, Channels: 2, Items: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := reporttest.Write(b, reporttest.Options{Seed: 2, PID: 2, Channels: 2, Items: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, sum := writeTrace(t, dir)
+	p := validate(t, data)
+	want := 0
+	for _, tr := range []*reporttest.Truth{ta, tb} {
+		for _, ds := range tr.Durations {
+			want += len(ds)
+		}
+	}
+	if len(p.slices) != want {
+		t.Fatalf("%d slices, want %d", len(p.slices), want)
+	}
+	if sum.Processes != 1 || sum.Tracks < 4 {
+		t.Errorf("summary %+v: want one device with two lanes per channel", sum)
+	}
+	if p.thrNames[[2]int{0, 1000}] != "channel 0 #2" {
+		t.Errorf("thread names %v", p.thrNames)
+	}
+}
+
+func TestTraceHostsGetDistinctProcesses(t *testing.T) {
+	dir := t.TempDir()
+	for i, host := range []string{"nodeB", "nodeA"} {
+		if _, err := reporttest.Write(filepath.Join(dir, host+".jsonl"), reporttest.Options{Seed: uint64(i), Host: host, Items: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := writeTrace(t, dir)
+	p := validate(t, data)
+	if p.procNames[0] != "device 0 (nodeA)" || p.procNames[1000] != "device 0 (nodeB)" {
+		t.Errorf("process names %v", p.procNames)
+	}
+}
