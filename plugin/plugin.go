@@ -173,7 +173,11 @@ func (s *state) openOutputs() error {
 // hook reaches NCCL: the drain starts at the device's current head.
 func (s *state) addDevice(d backend.Device) error {
 	if host, dev, err := d.Clock(); err == nil {
-		s.jsonl.Clock(d.Ordinal(), host, dev)
+		var model string
+		if m, ok := d.(interface{ Model() string }); ok {
+			model = m.Model()
+		}
+		s.jsonl.Clock(d.Ordinal(), model, host, dev)
 	}
 	return s.drainer.Add(d, s.module)
 }
