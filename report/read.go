@@ -1,7 +1,8 @@
 // Package report reads ncclhooks JSON lines outputs back (files or
 // directories, several ranks' files merged), pairs START/STOP records into
 // work-item durations, and turns them into per hook, function and channel
-// statistics and regression verdicts between two runs. The CLI's report,
+// statistics and regression verdicts between two sets of runs (runs.go,
+// diff.go, rank.go: the statistics of a verdict). The CLI's report,
 // diff and trace commands are built on it; the line format is the contract
 // in docs/ARCHITECTURE.md.
 package report
@@ -44,11 +45,13 @@ type Header struct {
 	Fields map[string]map[string]string `json:"fields,omitempty"`
 }
 
-// Clock is a host/device timestamp pair taken together on one device.
+// Clock is a host/device timestamp pair taken together on one device, and
+// the device's model ("" in outputs that do not record it).
 type Clock struct {
 	Device     int
 	HostUnixNs uint64
 	DeviceNs   uint64
+	Model      string
 }
 
 // HostNs places a device timestamp on the host timeline:
@@ -133,6 +136,9 @@ type Run struct {
 	Hooks   map[string]*HookCounts
 	Stats   []DumpStats             // every dump_stats line, in file order
 	Aggs    map[aggKey]*AggSnapshot // the latest snapshot of every aggregate, per file and device
+	// Refused are the hooks the plugin left out of the device module
+	// (refused lines: they could fault NCCL's kernels), with the reason.
+	Refused map[string]string
 }
 
 // HookNames returns the hooks seen, sorted.
@@ -355,9 +361,14 @@ func (r *reader) line(index int, f *File, pending map[pairKey][]pendingStart, li
 		if !ok1 || !ok2 || !ok3 {
 			return errors.New("clock line needs integer device, host_unix_ns and device_ns")
 		}
-		f.Clocks[int(dev)] = Clock{Device: int(dev), HostUnixNs: host, DeviceNs: devNs}
+		f.Clocks[int(dev)] = Clock{Device: int(dev), HostUnixNs: host, DeviceNs: devNs, Model: o.str("model")}
 	case "dump_stats":
 		return r.dumpStats(index)
+	case "refused":
+		if r.run.Refused == nil {
+			r.run.Refused = map[string]string{}
+		}
+		r.run.Refused[o.str("hook")] = o.str("reason")
 	case "header":
 		return errors.New("a second header line: files were concatenated; keep one file per process")
 	case "":
