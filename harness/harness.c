@@ -177,14 +177,15 @@ static void* runChannel(void* arg) {
         // since the batch's first START is F times what it took to here, so
         // that every work item of the batch lasts F times as long, in
         // whatever state the machine is in (a fixed delay would not scale).
-        // The wait's last clock reading stamps the first STOP. The wait
-        // overshoots by some part of a clock reading, which `until` takes
-        // off: with half a reading taken off, 40 runs against 40 measured
-        // +6.1% at 1.05 and +20.7% at 1.2 (1.1 us items); with one reading,
-        // +3.8% and +19.6% (each about +-1.5%, from run-to-run noise).
+        // The wait's last clock reading stamps the first STOP: readings come
+        // one clock cost apart, so it lands on average half a reading after
+        // `until`, which `until` takes off. (Measured on 1.1 us items, 40
+        // runs against 40: +6.1% at 1.05 and +20.7% at 1.2 so; taking a whole
+        // reading off, +3.8% and +19.6%, as this predicts; each about +-1.5%
+        // from run-to-run noise.)
         if (c->slowdown > 1) {
           uint64_t t0 = ev[0].timestamp, t1 = nowNs(), now;
-          uint64_t until = t0 + (uint64_t)((double)(t1 - t0) * c->slowdown) - clockCost;
+          uint64_t until = t0 + (uint64_t)((double)(t1 - t0) * c->slowdown) - clockCost / 2;
           do now = nowNs();
           while (now < until);
           firstStop = now;
