@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/ncclhooks/ncclhooks/internal/report"
 )
@@ -12,25 +13,46 @@ import (
 const (
 	diffPass       = 0
 	diffRegression = 1
-	diffError      = 2
+	diffError      = 2 // also: insufficient data, no verdict
 )
+
+// pathList is a repeatable flag.
+type pathList []string
+
+func (p *pathList) String() string     { return strings.Join(*p, ",") }
+func (p *pathList) Set(s string) error { *p = append(*p, s); return nil }
 
 func runDiff(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	stats := fs.String("stat", "p50,p99", "statistics to compare: p50,p90,p99,max,mean,skew (skew: growth of a function's channel skew, in % of its base median)")
-	maxRegress := fs.String("max-regress", "5%", "a statistic this much slower than the base is a regression")
-	minSamples := fs.Int("min-samples", 30, "rows with fewer work items on either side are \"insufficient data\", not a verdict")
-	byChannel := fs.Bool("by-channel", false, "also compare every channel of every function")
+	var baseFlags, newFlags pathList
+	fs.Var(&baseFlags, "base", "a base run (file or directory), or a directory of runs; repeat for more (instead of BASE NEW)")
+	fs.Var(&newFlags, "new", "a new run, or a directory of runs; repeat for more")
+	stats := fs.String("stat", "p50", "statistics to compare: "+joinStats()+" (skew: growth of a function's channel skew, in % of its median)")
+	maxRegress := fs.String("max-regress", pct(report.DefaultMaxRegress), "the slowdown tolerated: a row fails when its change exceeds this with the confidence; 5% or the fraction 0.05 (a bare 5 is refused)")
+	confidence := fs.String("confidence", pct(report.DefaultConfidence), "level of every change's two-sided interval")
+	minSamples := fs.Int("min-samples", report.DefaultMinSamples, "a row with fewer work items (or aggregated values) in any run gets no verdict (insufficient data)")
+	minCapture := fs.String("min-capture", pct(report.DefaultMinCapture), "a hook whose capture ratio (records / (records + drops)) is lower in any run gets no verdict")
+	byChannel := fs.Bool("by-channel", false, "also compare every channel of every function (work items)")
 	asJSON := fs.Bool("json", false, "write JSON")
 	asMarkdown := fs.Bool("markdown", false, "write markdown (a pull request comment)")
-	allowMixed := fs.Bool("allow-mixed", false, "merge files written with different profiles (within one side)")
+	allowMixed := fs.Bool("allow-mixed", false, "compare runs of different profiles or device models, and merge files of different profiles within a run")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, `usage: ncclhooks diff BASE NEW [flags]
+       ncclhooks diff --base RUN... --new RUN... [flags]
 
-Compares two runs (each a JSON lines file or a dump directory) per hook and
-function, and with --by-channel per channel. Exit status: 0 pass, 1 at least
-one regression, 2 usage or input error.
+Compares the base runs with the new runs per hook, function (and channel),
+and per key of every on-device aggregate. A run is a JSON lines file or a
+directory of one run's files (its ranks, merged); BASE and NEW may also be a
+directory of runs, one per subdirectory (what examples/ci/regress.sh writes).
+Every run gives one value per row and statistic, and the verdict of a row
+comes from the spread of those values: give at least 4 runs per side (10 or
+more to see a 5% change on a noisy machine; examples/ci/README.md).
+
+Exit status: 0 pass; 1 at least one regression; 2 no verdict (insufficient
+data: too few runs or samples, low capture, a hook that matched nothing, a
+row on one side only) or a usage or input error (different profiles or
+device models).
 
 `)
 		fs.PrintDefaults()
@@ -38,21 +60,39 @@ one regression, 2 usage or input error.
 	if err := parseInterspersed(fs, args); err != nil {
 		return diffError
 	}
-	if fs.NArg() != 2 {
-		fs.Usage()
-		return diffError
-	}
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "ncclhooks diff:", err)
 		return diffError
 	}
-	opts := report.DiffOptions{MinSamples: *minSamples, ByChannel: *byChannel}
+	var baseArgs, newArgs []string
+	switch {
+	case fs.NArg() == 2 && len(baseFlags) == 0 && len(newFlags) == 0:
+		baseArgs, newArgs = fs.Args()[:1], fs.Args()[1:]
+	case fs.NArg() == 0 && len(baseFlags) > 0 && len(newFlags) > 0:
+		baseArgs, newArgs = baseFlags, newFlags
+	default:
+		fs.Usage()
+		return diffError
+	}
+	opts := report.DiffOptions{MinSamples: *minSamples, ByChannel: *byChannel, AllowMixed: *allowMixed, MaxRegressText: *maxRegress}
 	var err error
 	if opts.Stats, err = report.ParseStats(*stats); err != nil {
 		return fail(fmt.Errorf("--stat: %w", err))
 	}
-	if opts.MaxRegress, err = report.ParseThreshold(*maxRegress); err != nil {
-		return fail(fmt.Errorf("--max-regress: %w", err))
+	if opts.MaxRegress, err = report.ParseFraction(*maxRegress); err != nil {
+		return fail(fmt.Errorf("--max-regress %w", err))
+	}
+	if opts.Confidence, err = report.ParseFraction(*confidence); err != nil {
+		return fail(fmt.Errorf("--confidence %w", err))
+	}
+	if !(opts.Confidence >= 0.5 && opts.Confidence < 1) {
+		return fail(fmt.Errorf("--confidence %s: give a level from 50%% to below 100%%, such as 95%%", *confidence))
+	}
+	if opts.MinCapture, err = report.ParseFraction(*minCapture); err != nil {
+		return fail(fmt.Errorf("--min-capture %w", err))
+	}
+	if opts.MinCapture > 1 {
+		return fail(fmt.Errorf("--min-capture %s: at most 100%%", *minCapture))
 	}
 	if opts.MinSamples < 1 {
 		return fail(fmt.Errorf("--min-samples %d: give at least 1", opts.MinSamples))
@@ -62,23 +102,53 @@ one regression, 2 usage or input error.
 		return fail(err)
 	}
 	ropts := readOptions(*allowMixed, stderr)
-	base, err := report.Load(fs.Args()[:1], ropts)
+	load := func(side string, args []string) ([]*report.RunData, error) {
+		var runs []*report.RunData
+		for _, a := range args {
+			paths, err := report.ExpandRuns(a)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", side, err)
+			}
+			for _, p := range paths {
+				r, err := report.LoadRun(p, ropts, opts.ByChannel)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", side, err)
+				}
+				runs = append(runs, r)
+			}
+		}
+		return runs, nil
+	}
+	base, err := load("base", baseArgs)
 	if err != nil {
-		return fail(fmt.Errorf("base: %w", err))
+		return fail(err)
 	}
-	cand, err := report.Load(fs.Args()[1:], ropts)
+	cand, err := load("new", newArgs)
 	if err != nil {
-		return fail(fmt.Errorf("new: %w", err))
+		return fail(err)
 	}
-	if base.Profile != cand.Profile && !*allowMixed {
-		return fail(fmt.Errorf("base profile %q and new profile %q differ: compare runs of one profile, or pass --allow-mixed", base.Profile, cand.Profile))
+	d, err := report.Compare(base, cand, opts)
+	if err != nil {
+		return fail(err)
 	}
-	d := report.Compare(base, cand, opts)
 	if err := d.Write(stdout, format); err != nil {
 		return fail(err)
 	}
-	if !d.Pass {
+	switch d.Result {
+	case report.ResultFail:
 		return diffRegression
+	case report.ResultPass:
+		return diffPass
 	}
-	return diffPass
+	return diffError
 }
+
+func joinStats() string {
+	parts := make([]string, len(report.Stats))
+	for i, s := range report.Stats {
+		parts[i] = string(s)
+	}
+	return strings.Join(parts, ",")
+}
+
+func pct(f float64) string { return fmt.Sprintf("%g%%", 100*f) }

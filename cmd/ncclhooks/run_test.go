@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -299,5 +300,50 @@ hooks:
 	}
 	if out, code := cli(t, "report", filepath.Join(dir, "out")); code != 0 {
 		t.Errorf("report: exit %d:\n%s", code, out)
+	}
+}
+
+// A planted slowdown is real work for the harness: every record still is
+// the event it passed (the run verifies each one), and the work items last
+// longer by the factor. Factors that are no slowdown are refused.
+func TestRunPlantedSlowdown(t *testing.T) {
+	dir := t.TempDir()
+	out, code := cli(t, "run", "../../examples/all-events.yaml", "--backend", "cpu", "--out", dir, "--items", "400", "--slowdown", "3")
+	if code != 0 || !strings.Contains(out, "result: exact") {
+		t.Fatalf("--slowdown 3: exit %d:\n%s", code, out)
+	}
+	plain := t.TempDir()
+	if out, code := cli(t, "run", "../../examples/all-events.yaml", "--backend", "cpu", "--out", plain, "--items", "400"); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	median := func(dir string) float64 {
+		out, code := cli(t, "report", dir, "--json")
+		var rep struct {
+			Hooks []struct {
+				Functions []struct {
+					Dist struct {
+						P50 float64 `json:"p50_ns"`
+					} `json:"all_channels"`
+				} `json:"functions"`
+			} `json:"hooks"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Hooks) == 0 {
+			t.Fatalf("report: exit %d:\n%.2000s", code, out)
+		}
+		var ps []float64
+		for _, f := range rep.Hooks[0].Functions {
+			ps = append(ps, f.Dist.P50)
+		}
+		slices.Sort(ps)
+		return ps[len(ps)/2]
+	}
+	// 3x with room for a noisy machine (one run each).
+	if r := median(dir) / median(plain); r < 2.2 || r > 4 {
+		t.Errorf("--slowdown 3: work items %.2fx as long as without", r)
+	}
+	for _, bad := range []string{"0.5", "1000"} {
+		if out, code := cli(t, "run", "../../examples/all-events.yaml", "--backend", "cpu", "--out", t.TempDir(), "--items", "10", "--slowdown", bad); code != 1 || !strings.Contains(out, "give a factor from 1 to 100") {
+			t.Errorf("--slowdown %s: exit %d:\n%s", bad, code, out)
+		}
 	}
 }

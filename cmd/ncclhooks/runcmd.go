@@ -81,6 +81,7 @@ func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagS
 	fs.IntVar(&cfg.Items, "items", 2000, "work items per channel (per launch on gpu)")
 	fs.IntVar(&cfg.Batch, "batch", 4, "work items per batch (STARTs, work, STOPs)")
 	fs.IntVar(&cfg.WorkFloats, "work", 256, "cpu: floats reduced per work item")
+	fs.Float64Var(&cfg.Slowdown, "slowdown", 1, "cpu: plant a regression: stretch every batch's work (busy wait) so each work item lasts this factor as long (1.05: 5% slower)")
 	fs.IntVar(&cfg.BytesPerItem, "bytes", 64<<10, "gpu: bytes moved per work item")
 	fs.BoolVar(&cfg.Graph, "graph", false, "gpu: capture the launches in a CUDA graph and replay it")
 	fs.IntVar(&cfg.Replays, "replays", 1, "gpu: launches (or graph replays) per communicator")

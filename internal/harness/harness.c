@@ -122,14 +122,27 @@ static pthread_barrier_t startLine;
 
 static void* runChannel(void* arg) {
   hh_channel_t* c = (hh_channel_t*)arg;
-  float* work = (float*)malloc(sizeof(float) * (c->workFloats > 0 ? c->workFloats : 1));
+  // Page-aligned: with malloc's alignment the work ran at one speed in some
+  // processes and up to 1.6x slower in others (the buffer's offset within
+  // a page changed from process to process), which made run-to-run noise
+  // of +-30% that no statistics over a few runs could see through.
+  size_t workBytes = sizeof(float) * (size_t)(c->workFloats > 0 ? c->workFloats : 1);
+  float* work = (float*)aligned_alloc(4096, (workBytes + 4095) / 4096 * 4096);
   for (int i = 0; i < c->workFloats; i++) work[i] = (float)(i % 7);
+  // What one clock reading costs, for the planted slowdown below.
+  uint64_t clockCost = 0;
+  if (c->slowdown > 1) {
+    uint64_t t = nowNs();
+    for (int k = 0; k < 63; k++) (void)nowNs();
+    clockCost = (nowNs() - t) / 64;
+  }
   pthread_barrier_wait(&startLine);
   uint64_t counter = c->counterBase;
   int logged = 0;
   for (int done = 0; done < c->items;) {
     int n = c->items - done < c->batch ? c->items - done : c->batch;
     ncclProfilerDevEvent_t ev[64];
+    uint64_t firstStop = 0; // set by the planted slowdown
     for (int phase = NCCLHOOKS_PHASE_START; phase <= NCCLHOOKS_PHASE_STOP; phase++) {
       for (int i = 0; i < n; i++) {
         ncclProfilerDevEvent_t* e = &ev[i];
@@ -140,7 +153,7 @@ static void* runChannel(void* arg) {
           e->channelId = (uint8_t)c->channel;
         }
         e->phase = (uint8_t)phase;
-        e->timestamp = nowNs();
+        e->timestamp = phase == NCCLHOOKS_PHASE_STOP && i == 0 && firstStop ? firstStop : nowNs();
         if (c->hook) ((ncclProfilerDevHook_t)c->hook)(e, c->ctx);
         if (c->log) c->log[logged++] = *e;
       }
@@ -149,6 +162,23 @@ static void* runChannel(void* arg) {
           double s = 0;
           for (int k = 0; k < c->workFloats; k++) s += work[k] * (float)(i + 1);
           c->sink += s;
+        }
+        // A planted regression (--slowdown F): busy-wait until the time
+        // since the batch's first START is F times what it took to here, so
+        // that every work item of the batch lasts F times as long, in
+        // whatever state the machine is in (a fixed delay would not scale).
+        // The wait's last clock reading stamps the first STOP: readings come
+        // one clock cost apart, so it lands on average half a reading after
+        // `until`, which `until` takes off. (Measured on 1.1 us items, 40
+        // runs against 40: +6.1% at 1.05 and +20.7% at 1.2 so; taking a whole
+        // reading off, +3.8% and +19.6%, as this predicts; each about +-1.5%
+        // from run-to-run noise.)
+        if (c->slowdown > 1) {
+          uint64_t t0 = ev[0].timestamp, t1 = nowNs(), now;
+          uint64_t until = t0 + (uint64_t)((double)(t1 - t0) * c->slowdown) - clockCost / 2;
+          do now = nowNs();
+          while (now < until);
+          firstStop = now;
         }
       }
     }

@@ -25,6 +25,7 @@ typedef struct {
   int items;       // work items
   int batch;       // START for `batch` items, work, then their STOPs
   int workFloats;  // floats summed per work item
+  double slowdown; // > 1: each batch's work is stretched to this factor of its measured time (busy wait)
   const uint32_t* funcIds;
   int nFuncIds;
   int funcOffset;

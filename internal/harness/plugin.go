@@ -140,6 +140,7 @@ type cpuChannel struct {
 	Items       int
 	Batch       int
 	WorkFloats  int
+	Slowdown    float64
 	FuncIDs     []uint32
 	FuncOffset  int
 	Log         bool
@@ -172,6 +173,7 @@ func runCPUChannels(chs []cpuChannel) ([][]Event, error) {
 		c.items = C.int(ch.Items)
 		c.batch = C.int(ch.Batch)
 		c.workFloats = C.int(ch.WorkFloats)
+		c.slowdown = C.double(ch.Slowdown)
 		c.funcIds = ids
 		c.nFuncIds = C.int(len(ch.FuncIDs))
 		c.funcOffset = C.int(ch.FuncOffset)

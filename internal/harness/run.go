@@ -23,6 +23,10 @@ type Config struct {
 	FuncIDs        []uint32
 	OutputDir      string // where the plugin writes (NCCL_HOOKS_DUMP_DIR)
 	Verify         bool   // keep an event log and check every record against it
+	// Slowdown plants a regression (cpu): each batch's work is stretched by
+	// busy waiting to this factor of the time it took, so every work item
+	// lasts about Slowdown times as long. 0 or 1: none.
+	Slowdown float64
 }
 
 // Defaults fills zero fields.
@@ -63,6 +67,12 @@ type comm struct {
 // so the harness can compute independently which events should match.
 func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	cfg.Defaults()
+	if cfg.Slowdown != 0 && (cfg.Slowdown < 1 || cfg.Slowdown > 100) {
+		return nil, fmt.Errorf("harness: slowdown %g: give a factor from 1 to 100 (1.05: 5%% slower)", cfg.Slowdown)
+	}
+	if cfg.Slowdown > 1 && cfg.Backend != "cpu" {
+		return nil, fmt.Errorf("harness: a planted slowdown exists on the cpu backend only")
+	}
 	start := time.Now()
 	var comms []*comm
 	for d := 0; d < cfg.Devices; d++ {
@@ -130,6 +140,7 @@ func emitCPU(comms []*comm, cfg Config) (map[int][]Event, map[int]uint64, time.D
 				Items:       cfg.Items,
 				Batch:       cfg.Batch,
 				WorkFloats:  cfg.WorkFloats,
+				Slowdown:    cfg.Slowdown,
 				FuncIDs:     cfg.FuncIDs,
 				FuncOffset:  c.index*7 + ch,
 				Log:         cfg.Verify,

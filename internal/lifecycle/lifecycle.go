@@ -58,7 +58,7 @@ func New(env Env) *Session {
 // be nil) and adds the device to dr, which starts draining at its current
 // head. The device is closed again on failure.
 func LoadDevice(c backend.Compiled, m *hookgen.Module, ord int, names []string, dr *rings.Drainer,
-	clock func(device int, hostUnixNs, deviceNs uint64) error) (backend.Device, error) {
+	clock func(device int, model string, hostUnixNs, deviceNs uint64) error) (backend.Device, error) {
 	d, err := c.Load(ord)
 	if err != nil {
 		return nil, err
@@ -69,7 +69,11 @@ func LoadDevice(c backend.Compiled, m *hookgen.Module, ord int, names []string, 
 	}
 	if clock != nil {
 		if host, dev, err := d.Clock(); err == nil {
-			clock(d.Ordinal(), host, dev) // a failed write surfaces at the next dump
+			var model string // the device's model, for diff to refuse other hardware
+			if m, ok := d.(interface{ Model() string }); ok {
+				model = m.Model()
+			}
+			clock(d.Ordinal(), model, host, dev) // a failed write surfaces at the next dump
 		}
 	}
 	if err := dr.Add(d, m); err != nil {

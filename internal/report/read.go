@@ -1,7 +1,8 @@
 // Package report reads ncclhooks JSON lines outputs back (files or
 // directories, several ranks' files merged), pairs START/STOP records into
 // work-item durations, and turns them into per hook, function and channel
-// statistics and regression verdicts between two runs. The CLI's report,
+// statistics and regression verdicts between two sets of runs (runs.go,
+// diff.go, rank.go: the statistics of a verdict). The CLI's report,
 // diff and trace commands are built on it; the line format is the contract
 // in docs/ARCHITECTURE.md.
 package report
@@ -29,11 +30,13 @@ const FormatVersion = schema.Format
 // Header is a file's first line.
 type Header = schema.Header
 
-// Clock is a host/device timestamp pair taken together on one device.
+// Clock is a host/device timestamp pair taken together on one device, and
+// the device's model ("" in outputs that do not record it).
 type Clock struct {
 	Device     int
 	HostUnixNs uint64
 	DeviceNs   uint64
+	Model      string
 }
 
 // HostNs places a device timestamp on the host timeline:
@@ -108,6 +111,9 @@ type Run struct {
 	Aggs    map[aggKey]*AggSnapshot // the latest snapshot of every aggregate, per file and device
 	// Warnings are problems the inputs were read past (a truncated last line).
 	Warnings []string
+	// Refused are the hooks the plugin left out of the device module
+	// (refused lines: they could fault NCCL's kernels), with the reason.
+	Refused map[string]string
 }
 
 // HookNames returns the hooks seen, sorted.
@@ -343,9 +349,14 @@ func (r *reader) line(index int, f *File, pending map[pairKey][]pendingStart, li
 		if !ok1 || !ok2 || !ok3 {
 			return errors.New("clock line needs integer device, host_unix_ns and device_ns")
 		}
-		f.Clocks[int(dev)] = Clock{Device: int(dev), HostUnixNs: host, DeviceNs: devNs}
+		f.Clocks[int(dev)] = Clock{Device: int(dev), HostUnixNs: host, DeviceNs: devNs, Model: o.str("model")}
 	case schema.TypeDumpStats:
 		return r.dumpStats(index, line)
+	case schema.TypeRefused:
+		if r.run.Refused == nil {
+			r.run.Refused = map[string]string{}
+		}
+		r.run.Refused[o.str("hook")] = o.str("reason")
 	case "header":
 		return errors.New("a second header line: files were concatenated; keep one file per process")
 	case "":

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -183,75 +186,171 @@ func captureText(c *Capture) string {
 	return s
 }
 
-// Summary is the one-line verdict of a diff.
+// Summary is the one-line verdict of a diff, with how many rows were
+// compared and skipped, and why.
 func (d *Diff) Summary() string {
+	crit := fmt.Sprintf("slower by more than %s with %s confidence", pctText(d.MaxRegress), pctText(d.Confidence))
 	stats := joinStats(d.Stats)
-	thr := strconv.FormatFloat(100*d.MaxRegress, 'f', -1, 64) + "%"
 	var s string
-	if d.Pass {
-		s = fmt.Sprintf("PASS: no row slower by more than %s (%s) in %d compared row(s)", thr, stats, d.Compared)
-	} else {
-		s = fmt.Sprintf("FAIL: %d of %d compared row(s) slower by more than %s (%s)", d.Regressions, d.Compared, thr, stats)
+	switch d.Result {
+	case ResultPass:
+		s = fmt.Sprintf("PASS: no row %s in %d compared row(s) (%s)", crit, d.Compared, stats)
+	case ResultFail:
+		s = fmt.Sprintf("FAIL: %d of %d compared row(s) %s (%s)", d.Regressions, d.Compared, crit, stats)
+	case ResultInsufficient:
+		if d.Skipped == 0 {
+			s = fmt.Sprintf("INSUFFICIENT DATA (%s): no verdict: no row to compare", stats)
+		} else {
+			s = fmt.Sprintf("INSUFFICIENT DATA (%s): no verdict for %d of %d row(s); %d compared, none %s", stats, d.Skipped, d.Skipped+d.Compared, d.Compared, crit)
+		}
 	}
 	if d.Improved > 0 {
 		s += fmt.Sprintf(", %d improved", d.Improved)
 	}
 	if d.Skipped > 0 {
-		s += fmt.Sprintf(", %d with insufficient data (< %d samples)", d.Skipped, d.MinSamples)
+		causes := make([]string, 0, len(d.SkippedBy))
+		for c := range d.SkippedBy {
+			causes = append(causes, c)
+		}
+		slices.Sort(causes)
+		parts := make([]string, len(causes))
+		for i, c := range causes {
+			parts[i] = fmt.Sprintf("%d %s", d.SkippedBy[c], c)
+		}
+		s += fmt.Sprintf("; %d skipped: %s", d.Skipped, strings.Join(parts, ", "))
+	}
+	if d.NotCompared > 0 {
+		s += fmt.Sprintf("; %d row(s) not compared (none of the statistics asked for exists for them)", d.NotCompared)
 	}
 	return s
 }
 
-// Write writes the diff in format f: a summary line, then a table.
+// runsText names one side's runs: "10 runs in DIR" when they share a
+// directory, else the list.
+func runsText(runs []string) string {
+	if len(runs) == 1 {
+		return "1 run: `" + runs[0] + "`"
+	}
+	dir := filepath.Dir(runs[0])
+	for _, r := range runs[1:] {
+		if filepath.Dir(r) != dir {
+			return fmt.Sprintf("%d runs: `%s`", len(runs), strings.Join(runs, "`, `"))
+		}
+	}
+	return fmt.Sprintf("%d runs in `%s`", len(runs), dir)
+}
+
+// Write writes the diff in format f: the summary line, the inputs, the
+// threshold as read and the method, then one line per row and statistic.
 func (d *Diff) Write(w io.Writer, f Format) error {
 	if f == JSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(d)
 	}
-	var head string
+	var b strings.Builder
 	if f == Markdown {
-		mark := "✅"
-		if !d.Pass {
-			mark = "❌"
+		mark := map[Result]string{ResultPass: "✅", ResultFail: "❌", ResultInsufficient: "⚠️"}[d.Result]
+		fmt.Fprintf(&b, "### %s ncclhooks diff: %s\n\n", mark, d.Summary())
+		fmt.Fprintf(&b, "- base: %s\n- new: %s\n- threshold: %s, confidence %s\n- method: %s\n",
+			runsText(d.BaseRuns), runsText(d.NewRuns), d.Threshold, pctText(d.Confidence), d.Method)
+		for _, n := range d.Notes {
+			fmt.Fprintf(&b, "- note: %s\n", n)
 		}
-		head = fmt.Sprintf("### %s ncclhooks diff: %s\n\nbase: `%s`, new: `%s`\n\n", mark, d.Summary(),
-			strings.Join(d.BaseInputs, " "), strings.Join(d.NewInputs, " "))
+		b.WriteString("\n")
 	} else {
-		head = d.Summary() + "\n\n"
+		unquote := strings.NewReplacer("`", "")
+		fmt.Fprintf(&b, "%s\n\nbase: %s\nnew: %s\nthreshold: %s, confidence %s\nmethod: %s\n",
+			d.Summary(), unquote.Replace(runsText(d.BaseRuns)), unquote.Replace(runsText(d.NewRuns)), d.Threshold, pctText(d.Confidence), d.Method)
+		for _, n := range d.Notes {
+			fmt.Fprintf(&b, "note: %s\n", n)
+		}
+		b.WriteString("\n")
 	}
-	if _, err := io.WriteString(w, head); err != nil {
+	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	g := grid{header: []string{"hook", "func", "channel", "samples base/new"}}
-	for _, st := range d.Stats {
-		g.header = append(g.header, string(st)+" us base -> new")
-	}
-	g.header = append(g.header, "verdict")
+	interval := "change [" + pctText(d.Confidence) + " interval]"
+	g := grid{header: []string{"hook", "aggregate", "func", "channel", "stat", "runs base/new", "samples/run base/new", "base", "new", interval, "verdict"}}
 	for _, r := range d.Rows {
-		cells := []string{r.Hook, r.Func, channelLabel(r.Channel), fmt.Sprintf("%d/%d", r.BaseSamples, r.NewSamples)}
-		for _, st := range d.Stats {
-			cells = append(cells, changeText(r.Changes, st))
+		agg := "-"
+		if r.Aggregate != "" {
+			agg = r.Aggregate + " (" + r.Kind + ")"
 		}
-		verdict := string(r.Verdict)
-		if f == Markdown && r.Verdict == VerdictRegression {
-			verdict = "**regression**"
+		lead := []string{r.Hook, agg, r.Func, r.Channel}
+		runs := fmt.Sprintf("%d/%d", r.BaseRuns, r.NewRuns)
+		samples := fmt.Sprintf("%d/%d", r.BaseSamples, r.NewSamples)
+		if len(r.Changes) == 0 {
+			g.add(append(lead, "-", runs, samples, "", "", "", verdictText(r.Verdict, r.Reason, f))...)
+			continue
 		}
-		g.add(append(cells, verdict)...)
+		for _, c := range r.Changes {
+			g.add(append(lead, string(c.Stat), runs, samples, valueText(r, c, c.Base), valueText(r, c, c.New), changeText(c),
+				verdictText(c.Verdict, c.Reason, f))...)
+		}
 	}
 	return g.write(w, f)
 }
 
-func changeText(cs []Change, st Stat) string {
-	for _, c := range cs {
-		if c.Stat != st {
-			continue
-		}
-		delta := "n/a"
-		if c.Defined {
-			delta = signedPct(c.Delta)
-		}
-		return fmt.Sprintf("%s -> %s (%s)", micros(c.Base), micros(c.New), delta)
+func verdictText(v Verdict, reason string, f Format) string {
+	s := string(v)
+	if f == Markdown && v == VerdictRegression {
+		s = "**regression**"
 	}
-	return "-"
+	if reason != "" && (v == VerdictInsufficient || v == VerdictNotCompared) {
+		s += " (" + reason + ")"
+	}
+	return s
+}
+
+// valueText formats one side's value: durations of work items in
+// microseconds, skew in % of the median, aggregates in their own units,
+// and a histogram quantile as its bucket.
+func valueText(r DiffRow, c Change, v Value) string {
+	lo, hi := float64(v.Lo), float64(v.Hi)
+	plain := func(x float64) string {
+		if math.IsInf(x, 0) {
+			if x > 0 {
+				return "+Inf"
+			}
+			return "-Inf"
+		}
+		return strconv.FormatFloat(x, 'g', 6, 64)
+	}
+	switch {
+	case c.Bucketed:
+		return "(" + plain(lo) + ", " + plain(hi) + "]"
+	case c.Stat == StatSkew:
+		return strconv.FormatFloat(100*lo, 'f', 1, 64) + "% of p50"
+	case c.Stat == StatCount || r.Aggregate != "":
+		return plain(lo)
+	}
+	return micros(lo) + " us"
+}
+
+// changeText formats the estimate and its interval: "+5.1% [+3.2%, +7.0%]";
+// a bucketed estimate is a range.
+func changeText(c Change) string {
+	if !c.Defined {
+		return "n/a"
+	}
+	p := func(x num) string {
+		f := float64(x)
+		switch {
+		case math.IsInf(f, 1):
+			return "+Inf"
+		case math.IsInf(f, -1):
+			return "-Inf"
+		}
+		return signedPct(f)
+	}
+	est := p(c.EstLo)
+	if c.EstHi != c.EstLo {
+		est += ".." + p(c.EstHi)
+	}
+	s := est + " [" + p(c.Lo) + ", " + p(c.Hi) + "]"
+	if c.Additive {
+		s += " of p50"
+	}
+	return s
 }

@@ -44,6 +44,7 @@ type Header struct {
 type Clock struct {
 	Type       string `json:"type"`
 	Device     int    `json:"device"`
+	Model      string `json:"model,omitempty"` // "NVIDIA H200"; "cpu: <model name>" on the cpu backend
 	HostUnixNs uint64 `json:"host_unix_ns"`
 	DeviceNs   uint64 `json:"device_ns"`
 }

@@ -165,12 +165,18 @@ func (j *JSONL) metaLine(line []byte) error {
 	return j.flushLocked()
 }
 
-// Clock writes a host/device timestamp pair of one device.
-func (j *JSONL) Clock(device int, hostUnixNs, deviceNs uint64) error {
+// Clock writes a host/device timestamp pair of one device, with the
+// device's model ("NVIDIA H200"; "" leaves it out) so that a diff can refuse
+// to compare runs on different hardware.
+func (j *JSONL) Clock(device int, model string, hostUnixNs, deviceNs uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	b := append(j.b[:0], `{"type":"clock","device":`...)
 	b = strconv.AppendInt(b, int64(device), 10)
+	if model != "" {
+		b = appendKey(b, "model")
+		b = appendString(b, model)
+	}
 	b = append(b, `,"host_unix_ns":`...)
 	b = strconv.AppendUint(b, hostUnixNs, 10)
 	b = append(b, `,"device_ns":`...)

@@ -168,7 +168,7 @@ func TestHeaderClockStatsAggregateLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Clock(1, 1700000000000000000, 123456789); err != nil {
+	if err := j.Clock(1, "NVIDIA H200", 1700000000000000000, 123456789); err != nil {
 		t.Fatal(err)
 	}
 	le := func(v uint64) *uint64 { return &v }
@@ -210,7 +210,8 @@ func TestHeaderClockStatsAggregateLines(t *testing.T) {
 	if hdr.Type != "header" || hdr.Profile != "prof" || hdr.Host != "h1" || hdr.Backend != "gpu" || hdr.StartUnixNs == 0 || hdr.Fields["h"]["ts"] != "timestamp" {
 		t.Errorf("header %+v", hdr)
 	}
-	if string(lines[1]["type"]) != `"clock"` || string(lines[1]["host_unix_ns"]) != "1700000000000000000" || string(lines[1]["device_ns"]) != "123456789" {
+	if string(lines[1]["type"]) != `"clock"` || string(lines[1]["host_unix_ns"]) != "1700000000000000000" || string(lines[1]["device_ns"]) != "123456789" ||
+		string(lines[1]["model"]) != `"NVIDIA H200"` {
 		t.Errorf("clock line %v", lines[1])
 	}
 

@@ -59,7 +59,7 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must(0, j.Clock(0, 1, 2))
+	must(0, j.Clock(0, "NVIDIA H200", 1, 2))
 	must(0, j.Comm(Comm{Device: 0, Index: 1, ID: 0xab, Name: "c", Rank: 0, NRanks: 2, NNodes: 1}))
 	must(0, j.Refused("h2", "p.yaml:3:5", "needs a stack frame"))
 	vals := make([]hookgen.Value, len(h.Layout.Fields))

@@ -10,6 +10,8 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,6 +169,24 @@ func (d *device) WriteFuncSets(sets [][]uint32) error {
 	}
 	return nil
 }
+
+// Model names the host CPU that runs the hooks ("cpu: AMD EPYC"), from
+// /proc/cpuinfo; "cpu" where that does not say.
+func (d *device) Model() string { return cpuModel() }
+
+var cpuModel = sync.OnceValue(func() string {
+	data, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "cpu"
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(k) == "model name" && strings.TrimSpace(v) != "" {
+			return "cpu: " + strings.TrimSpace(v)
+		}
+	}
+	return "cpu"
+})
 
 // Clock returns the host clock twice: the CPU hooks' timer is the host's
 // CLOCK_REALTIME.

@@ -301,6 +301,9 @@ func (d *Device) WriteFuncSets(sets [][]uint32) error {
 	return d.d.CopyHtoD(d.funcSets, asBytes(words), d.stream)
 }
 
+// Model is the GPU's name as the driver reports it ("NVIDIA H200").
+func (d *Device) Model() string { return d.d.Name }
+
 // Clock pairs the host clock with the device's globaltimer: a one-thread
 // kernel stores the timer, bracketed by host readings, and the midpoint is
 // taken; of three tries, the tightest bracket wins.

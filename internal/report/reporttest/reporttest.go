@@ -55,6 +55,12 @@ type Options struct {
 	RecordDuration bool
 	// NoFinal leaves out the final dump (a run that did not finalize).
 	NoFinal bool
+	// Scale multiplies every duration (a run-wide effect, as the machine's
+	// state gives a real run); 0: 1.
+	Scale float64
+	// Model is the device model written in the clock lines ("" leaves it
+	// out, as outputs before models were recorded).
+	Model string
 }
 
 func (o *Options) defaults() {
@@ -128,7 +134,11 @@ func Write(path string, o Options) (*Truth, error) {
 	line(map[string]any{"type": "header", "format": 1, "profile": o.Profile, "profile_file": "examples/all-events.yaml",
 		"host": o.Host, "pid": o.PID, "backend": "cpu", "start_unix_ns": StartUnixNs})
 	for _, d := range o.Devices {
-		line(map[string]any{"type": "clock", "device": d, "host_unix_ns": uint64(StartUnixNs), "device_ns": uint64(StartUnixNs - DeviceOffsetNs)})
+		clock := map[string]any{"type": "clock", "device": d, "host_unix_ns": uint64(StartUnixNs), "device_ns": uint64(StartUnixNs - DeviceOffsetNs)}
+		if o.Model != "" {
+			clock["model"] = o.Model
+		}
+		line(clock)
 	}
 	truth := &Truth{Durations: map[string][]uint64{}}
 	for _, dev := range o.Devices {
@@ -200,6 +210,9 @@ func (o *Options) events(rng *rand.Rand) []event {
 			if s, ok := o.ChannelSlowdown[ch]; ok {
 				d *= s
 			}
+			if o.Scale > 0 {
+				d *= o.Scale
+			}
 			dur := uint64(d)
 			wc := uint64(k + 1)
 			if !o.RecordDuration {
@@ -245,4 +258,21 @@ func WriteRun(dir string, ranks int, o Options) ([]string, []*Truth, error) {
 		truths = append(truths, t)
 	}
 	return paths, truths, nil
+}
+
+// WriteRuns writes n runs of WriteRun into dir/run-01, dir/run-02, ... (the
+// layout examples/ci/regress.sh writes), run i with Seed+1000*i and, when
+// scales is given, Scale scales[i%len(scales)]. It returns the directory.
+func WriteRuns(dir string, n, ranks int, o Options, scales ...float64) (string, error) {
+	for i := 0; i < n; i++ {
+		ro := o
+		ro.Seed = o.Seed + 1000*uint64(i)
+		if len(scales) > 0 {
+			ro.Scale = scales[i%len(scales)]
+		}
+		if _, _, err := WriteRun(filepath.Join(dir, fmt.Sprintf("run-%02d", i+1)), ranks, ro); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
