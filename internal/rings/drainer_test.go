@@ -169,13 +169,20 @@ func TestDropNewestRacingProducersExact(t *testing.T) {
 	if st.Matched != 36000 {
 		t.Errorf("matched %d, want 36000", st.Matched)
 	}
-	if st.DroppedBufferFull != holes || st.DroppedTorn != torn || st.DroppedOverwritten != 0 || st.DroppedRingFull != 0 {
-		t.Errorf("drops %+v, producers made %d holes and %d torn writes", st, holes, torn)
+	// A write that lands after the hole grace of its run of positions is
+	// taken for a hole (docs/ARCHITECTURE.md, "Record slots": counted as
+	// buffer_full, never lost without a count). Under -race on a loaded
+	// machine a few do: the reasons may shift from records to buffer_full
+	// by those, and only by those; everything else is exact.
+	late := st.DroppedBufferFull - holes
+	if st.DroppedBufferFull < holes || st.Records+late != wrote || st.DroppedTorn != torn || st.DroppedOverwritten != 0 || st.DroppedRingFull != 0 {
+		t.Errorf("drops %+v, records %d: producers made %d holes, %d torn writes and %d complete writes", st, st.Records, holes, torn, wrote)
 	}
-	// Every complete write is emitted: slow ones included (well inside the
-	// torn timeout), nothing lost without a count.
-	if st.Records != wrote || uint64(len(emitted)) != wrote {
-		t.Errorf("records %d, emitted %d, producers completed %d", st.Records, len(emitted), wrote)
+	if late > wrote/20 {
+		t.Errorf("%d of %d complete writes counted as buffer_full: more than late writers explain", late, wrote)
+	}
+	if uint64(len(emitted)) != st.Records {
+		t.Errorf("records %d, emitted %d", st.Records, len(emitted))
 	}
 	if holes == 0 {
 		t.Errorf("the test made no holes: the buffer never filled")
