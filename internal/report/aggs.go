@@ -13,27 +13,7 @@ import (
 
 // AggSnapshot is the latest snapshot of one on-device aggregate of one
 // device in one file (docs/ARCHITECTURE.md, "Aggregates").
-type AggSnapshot struct {
-	Hook   string   `json:"hook"`
-	Device int      `json:"device"`
-	Name   string   `json:"name"`
-	Kind   string   `json:"kind"`
-	By     []string `json:"by"`
-	Final  bool     `json:"final"`
-	Rows   []struct {
-		FuncID    json.RawMessage `json:"funcId"`
-		Func      string          `json:"func"`
-		ChannelID json.RawMessage `json:"channelId"`
-		Count     uint64          `json:"count"`
-		Sum       schema.Number   `json:"sum"`
-		Min       *float64        `json:"min"`
-		Max       *float64        `json:"max"`
-		Buckets   []struct {
-			LE    json.RawMessage `json:"le"`
-			Count uint64          `json:"count"`
-		} `json:"buckets"`
-	} `json:"rows"`
-}
+type AggSnapshot = schema.Aggregate
 
 type aggKey struct {
 	file, device int
@@ -108,10 +88,10 @@ func aggReports(run *Run) []AggReport {
 				s.Sum += v
 			}
 			if r.Min != nil {
-				s.Min = math.Min(s.Min, *r.Min)
+				s.Min = math.Min(s.Min, float64(*r.Min))
 			}
 			if r.Max != nil {
-				s.Max = math.Max(s.Max, *r.Max)
+				s.Max = math.Max(s.Max, float64(*r.Max))
 			}
 			for i, b := range r.Buckets {
 				if i == len(s.buckets) {
