@@ -38,23 +38,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	asMarkdown := fs.Bool("markdown", false, "write markdown (a pull request comment)")
 	allowMixed := fs.Bool("allow-mixed", false, "compare runs of different profiles or device models, and merge files of different profiles within a run")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: ncclhooks diff BASE NEW [flags]
-       ncclhooks diff --base RUN... --new RUN... [flags]
-
-Compares the base runs with the new runs per hook, function (and channel),
-and per key of every on-device aggregate. A run is a JSON lines file or a
-directory of one run's files (its ranks, merged); BASE and NEW may also be a
-directory of runs, one per subdirectory (what examples/ci/regress.sh writes).
-Every run gives one value per row and statistic, and the verdict of a row
-comes from the spread of those values: give at least 4 runs per side (10 or
-more to see a 5% change on a noisy machine; examples/ci/README.md).
-
-Exit status: 0 pass; 1 at least one regression; 2 no verdict (insufficient
-data: too few runs or samples, low capture, a hook that matched nothing, a
-row on one side only) or a usage or input error (different profiles or
-device models).
-
-`)
+		fmt.Fprint(stderr, diffUsage)
 		fs.PrintDefaults()
 	}
 	if err := parseInterspersed(fs, args); err != nil {
@@ -74,56 +58,21 @@ device models).
 		fs.Usage()
 		return diffError
 	}
-	opts := report.DiffOptions{MinSamples: *minSamples, ByChannel: *byChannel, AllowMixed: *allowMixed, MaxRegressText: *maxRegress}
-	var err error
-	if opts.Stats, err = report.ParseStats(*stats); err != nil {
-		return fail(fmt.Errorf("--stat: %w", err))
-	}
-	if opts.MaxRegress, err = report.ParseFraction(*maxRegress); err != nil {
-		return fail(fmt.Errorf("--max-regress %w", err))
-	}
-	if opts.Confidence, err = report.ParseFraction(*confidence); err != nil {
-		return fail(fmt.Errorf("--confidence %w", err))
-	}
-	if !(opts.Confidence >= 0.5 && opts.Confidence < 1) {
-		return fail(fmt.Errorf("--confidence %s: give a level from 50%% to below 100%%, such as 95%%", *confidence))
-	}
-	if opts.MinCapture, err = report.ParseFraction(*minCapture); err != nil {
-		return fail(fmt.Errorf("--min-capture %w", err))
-	}
-	if opts.MinCapture > 1 {
-		return fail(fmt.Errorf("--min-capture %s: at most 100%%", *minCapture))
-	}
-	if opts.MinSamples < 1 {
-		return fail(fmt.Errorf("--min-samples %d: give at least 1", opts.MinSamples))
+	opts, err := diffOptions(diffFlags{stats: *stats, maxRegress: *maxRegress, confidence: *confidence, minCapture: *minCapture,
+		minSamples: *minSamples, byChannel: *byChannel, allowMixed: *allowMixed})
+	if err != nil {
+		return fail(err)
 	}
 	format, err := outputFormat(*asJSON, *asMarkdown)
 	if err != nil {
 		return fail(err)
 	}
 	ropts := readOptions(*allowMixed, stderr)
-	load := func(side string, args []string) ([]*report.RunData, error) {
-		var runs []*report.RunData
-		for _, a := range args {
-			paths, err := report.ExpandRuns(a)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", side, err)
-			}
-			for _, p := range paths {
-				r, err := report.LoadRun(p, ropts, opts.ByChannel)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", side, err)
-				}
-				runs = append(runs, r)
-			}
-		}
-		return runs, nil
-	}
-	base, err := load("base", baseArgs)
+	base, err := loadRuns("base", baseArgs, ropts, opts.ByChannel)
 	if err != nil {
 		return fail(err)
 	}
-	cand, err := load("new", newArgs)
+	cand, err := loadRuns("new", newArgs, ropts, opts.ByChannel)
 	if err != nil {
 		return fail(err)
 	}
@@ -141,6 +90,79 @@ device models).
 		return diffPass
 	}
 	return diffError
+}
+
+// diffUsage is diff's help text, before its flags.
+const diffUsage = `usage: ncclhooks diff BASE NEW [flags]
+       ncclhooks diff --base RUN... --new RUN... [flags]
+
+Compares the base runs with the new runs per hook, function (and channel),
+and per key of every on-device aggregate. A run is a JSON lines file or a
+directory of one run's files (its ranks, merged); BASE and NEW may also be a
+directory of runs, one per subdirectory (what examples/ci/regress.sh writes).
+Every run gives one value per row and statistic, and the verdict of a row
+comes from the spread of those values: give at least 4 runs per side (10 or
+more to see a 5% change on a noisy machine; examples/ci/README.md).
+
+Exit status: 0 pass; 1 at least one regression; 2 no verdict (insufficient
+data: too few runs or samples, low capture, a hook that matched nothing, a
+row on one side only) or a usage or input error (different profiles or
+device models).
+
+`
+
+// diffFlags are the flags that become report.DiffOptions.
+type diffFlags struct {
+	stats, maxRegress, confidence, minCapture string
+	minSamples                                int
+	byChannel, allowMixed                     bool
+}
+
+// diffOptions checks the flags and turns them into report.DiffOptions.
+func diffOptions(f diffFlags) (report.DiffOptions, error) {
+	var err error
+	opts := report.DiffOptions{MinSamples: f.minSamples, ByChannel: f.byChannel, AllowMixed: f.allowMixed, MaxRegressText: f.maxRegress}
+	if opts.Stats, err = report.ParseStats(f.stats); err != nil {
+		return opts, fmt.Errorf("--stat: %w", err)
+	}
+	if opts.MaxRegress, err = report.ParseFraction(f.maxRegress); err != nil {
+		return opts, fmt.Errorf("--max-regress %w", err)
+	}
+	if opts.Confidence, err = report.ParseFraction(f.confidence); err != nil {
+		return opts, fmt.Errorf("--confidence %w", err)
+	}
+	if !(opts.Confidence >= 0.5 && opts.Confidence < 1) {
+		return opts, fmt.Errorf("--confidence %s: give a level from 50%% to below 100%%, such as 95%%", f.confidence)
+	}
+	if opts.MinCapture, err = report.ParseFraction(f.minCapture); err != nil {
+		return opts, fmt.Errorf("--min-capture %w", err)
+	}
+	if opts.MinCapture > 1 {
+		return opts, fmt.Errorf("--min-capture %s: at most 100%%", f.minCapture)
+	}
+	if opts.MinSamples < 1 {
+		return opts, fmt.Errorf("--min-samples %d: give at least 1", opts.MinSamples)
+	}
+	return opts, nil
+}
+
+// loadRuns reads one side's runs: each argument is a run, or a directory of runs.
+func loadRuns(side string, args []string, ropts report.Options, byChannel bool) ([]*report.RunData, error) {
+	var runs []*report.RunData
+	for _, a := range args {
+		paths, err := report.ExpandRuns(a)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", side, err)
+		}
+		for _, p := range paths {
+			r, err := report.LoadRun(p, ropts, byChannel)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", side, err)
+			}
+			runs = append(runs, r)
+		}
+	}
+	return runs, nil
 }
 
 func joinStats() string {
