@@ -337,8 +337,9 @@ func TestRunPlantedSlowdown(t *testing.T) {
 		slices.Sort(ps)
 		return ps[len(ps)/2]
 	}
-	// 3x with room for a noisy machine (one run each).
-	if r := median(dir) / median(plain); r < 2.2 || r > 4 {
+	// 3x, with room for a busy machine (one run each: load stretches both
+	// runs, and a loaded run without the slowdown can look up to half as fast).
+	if r := median(dir) / median(plain); r < 1.5 || r > 6 {
 		t.Errorf("--slowdown 3: work items %.2fx as long as without", r)
 	}
 	for _, bad := range []string{"0.5", "1000"} {
