@@ -47,6 +47,9 @@ type Device interface {
 	// Clock returns a (host unix ns, device timer ns) pair taken together,
 	// used to place device timestamps on the host timeline.
 	Clock() (hostUnixNs, deviceNs uint64, err error)
+	// Model names the hardware the hooks run on ("NVIDIA H200"; "cpu: <model
+	// name>"), for the clock line: diff refuses to compare different models.
+	Model() string
 	// Close releases the device's memory and unloads the module. The hooks
 	// must no longer run.
 	Close() error

@@ -69,11 +69,7 @@ func LoadDevice(c backend.Compiled, m *hookgen.Module, ord int, names []string, 
 	}
 	if clock != nil {
 		if host, dev, err := d.Clock(); err == nil {
-			var model string // the device's model, for diff to refuse other hardware
-			if m, ok := d.(interface{ Model() string }); ok {
-				model = m.Model()
-			}
-			clock(d.Ordinal(), model, host, dev) // a failed write surfaces at the next dump
+			clock(d.Ordinal(), d.Model(), host, dev) // a failed write surfaces at the next dump
 		}
 	}
 	if err := dr.Add(d, m); err != nil {

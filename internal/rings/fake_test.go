@@ -56,6 +56,7 @@ func (f *fakeDevice) WriteFuncSets([][]uint32) error { return nil }
 func (f *fakeDevice) Clock() (uint64, uint64, error) {
 	return uint64(time.Now().UnixNano()), 0, nil
 }
+func (f *fakeDevice) Model() string { return "fake" }
 
 func (f *fakeDevice) ReadCtl(dst []uint64) error {
 	if err := f.shutdownErr(); err != nil {
