@@ -101,8 +101,8 @@ and per key of every on-device aggregate. A run is a JSON lines file or a
 directory of one run's files (its ranks, merged); BASE and NEW may also be a
 directory of runs, one per subdirectory (what examples/ci/regress.sh writes).
 Every run gives one value per row and statistic, and the verdict of a row
-comes from the spread of those values: give at least 4 runs per side (10 or
-more to see a 5% change on a noisy machine; examples/ci/README.md).
+comes from the spread of those values: give at least 4 runs per side (on a
+loaded 2-core machine, 40 to see a 5% change: examples/ci/README.md).
 
 Exit status: 0 pass; 1 at least one regression; 2 no verdict (insufficient
 data: too few runs or samples, low capture, a hook that matched nothing, a

@@ -17,7 +17,7 @@ usage:
   ncclhooks run PROFILE [flags]        play NCCL against the plugin with PROFILE and check the output
   ncclhooks check OUTPUT --profile P   check the output of a job the harness did not play (real NCCL)
   ncclhooks report OUTPUT... [flags]   durations, skew and capture ratio per hook, function and channel
-  ncclhooks diff BASE NEW [flags]      regression verdict between two runs (exit 0 pass, 1 regression, 2 error)
+  ncclhooks diff BASE NEW [flags]      regression verdict between two sets of runs (exit 0 pass, 1 regression, 2 no verdict or error)
   ncclhooks trace OUTPUT... -o FILE    Perfetto / Chrome trace of the work items
   ncclhooks bench [flags]              GPU hook cost against the nop hook (needs a GPU)
 

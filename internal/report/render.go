@@ -241,7 +241,8 @@ func runsText(runs []string) string {
 }
 
 // Write writes the diff in format f: the summary line, the inputs, the
-// threshold as read and the method, then one line per row and statistic.
+// threshold as read and the method, then one line per row and statistic
+// (rows not compared are only counted, except in JSON).
 func (d *Diff) Write(w io.Writer, f Format) error {
 	if f == JSON {
 		enc := json.NewEncoder(w)
@@ -273,6 +274,9 @@ func (d *Diff) Write(w io.Writer, f Format) error {
 	interval := "change [" + pctText(d.Confidence) + " interval]"
 	g := grid{header: []string{"hook", "aggregate", "func", "channel", "stat", "runs base/new", "samples/run base/new", "base", "new", interval, "verdict"}}
 	for _, r := range d.Rows {
+		if r.Verdict == VerdictNotCompared {
+			continue // counted in the summary; listed in the JSON
+		}
 		agg := "-"
 		if r.Aggregate != "" {
 			agg = r.Aggregate + " (" + r.Kind + ")"
