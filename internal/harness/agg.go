@@ -67,11 +67,12 @@ type rowKey struct{ fn, ch int } // -1: not a key
 
 // deviceValues are the event fields plus what the device derives, as the
 // harness computes them: duration pairs each STOP with the START of the same
-// work item (channel and work counter are unique per device in a run).
+// work item: (communicator, channel, work counter), as the device keys it.
 func deviceValues(evs []Event, device int) []map[string]any {
 	type item struct {
-		ch uint8
-		wc uint64
+		comm int
+		ch   uint8
+		wc   uint64
 	}
 	start := map[item]uint64{}
 	envs := make([]map[string]any, len(evs))
@@ -82,7 +83,7 @@ func deviceValues(evs []Event, device int) []map[string]any {
 			"cudaDev": device, "comm": e.Comm, "duration": 0, "paired": false,
 		}
 		maps.Copy(env, constants)
-		k := item{e.ChannelID, e.WorkCounter}
+		k := item{e.Comm, e.ChannelID, e.WorkCounter}
 		if e.Phase == abi.PhaseStart {
 			start[k] = e.Timestamp
 		} else if t0, ok := start[k]; ok {

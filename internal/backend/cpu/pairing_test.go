@@ -1,6 +1,7 @@
 package cpu_test
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/ncclhooks/ncclhooks/internal/backend/cpu/internal/cdrive"
@@ -24,7 +25,7 @@ func TestDurationPairingConcurrent(t *testing.T) {
 
 	// The duration of a work item, known from the thread (funcId) and item.
 	dur := func(funcID uint32, wc uint64) uint64 { return 1000*uint64(funcID) + wc*3 + 1 }
-	var streams [][]cdrive.Event
+	streams := make([][][]cdrive.Event, comms)
 	for comm := range comms {
 		for ch := range channels {
 			funcID := uint32(comm*channels + ch)
@@ -36,10 +37,23 @@ func TestDurationPairingConcurrent(t *testing.T) {
 				s = append(s, cdrive.Event{Timestamp: ts, WorkCounter: wc, FuncID: funcID, ChannelID: uint8(ch), Phase: cdrive.Stop})
 				ts += 17
 			}
-			streams = append(streams, s)
+			streams[comm] = append(streams[comm], s)
 		}
 	}
-	cdrive.Run(d.Entry(), d.Ctx(), streams)
+	// Each communicator through its own context, all at once.
+	var wg sync.WaitGroup
+	for comm := range comms {
+		ctx, err := d.CommCtx(comm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cdrive.Run(d.Entry(), ctx, streams[comm])
+		}()
+	}
+	wg.Wait()
 
 	ctl := readCtl(t, m, d)
 	if ctl[0] != comms*channels*items || ctl[1] != comms*channels*items {
@@ -76,7 +90,6 @@ func TestDurationUnpaired(t *testing.T) {
 	ev := func(wc uint64, ch, phase uint8, ts uint64) cdrive.Event {
 		return cdrive.Event{Timestamp: ts, WorkCounter: wc, ChannelID: ch, Phase: phase}
 	}
-	// One thread, so that every event uses the same pairing slot.
 	cdrive.Run(d.Entry(), d.Ctx(), [][]cdrive.Event{{
 		ev(5, 0, cdrive.Stop, 100),  // never started
 		ev(6, 1, cdrive.Start, 100), // started on channel 1 ...
@@ -92,6 +105,31 @@ func TestDurationUnpaired(t *testing.T) {
 			if got[i] != w[i] {
 				t.Fatalf("STOP %d = %v, want %v", pos, got, w)
 			}
+		}
+	}
+}
+
+// A work item's STOP pairs with its START whichever thread (multiprocessor,
+// warp slot) runs it: a preempted block may resume elsewhere. And a whole
+// batch of 64 work items started before the first stops pairs every item.
+func TestDurationPairingFollowsTheWorkItem(t *testing.T) {
+	h := hooktest.Hook("stops", "workCounter", "duration", "paired")
+	h.When = hooktest.MustExpr(t, "phase == STOP")
+	h.Buffer.Slots = 256
+	m, d := load(t, hooktest.Profile(h), 0)
+	const batch = 64
+	var starts, stops []cdrive.Event
+	for wc := uint64(1); wc <= batch; wc++ {
+		starts = append(starts, cdrive.Event{Timestamp: 1000 + wc, WorkCounter: wc, ChannelID: 3, Phase: cdrive.Start})
+		stops = append(stops, cdrive.Event{Timestamp: 5000 + 2*wc, WorkCounter: wc, ChannelID: 3, Phase: cdrive.Stop})
+	}
+	cdrive.Run(d.Entry(), d.Ctx(), [][]cdrive.Event{starts}) // one thread starts the batch,
+	cdrive.Run(d.Entry(), d.Ctx(), [][]cdrive.Event{stops})  // another stops it
+	for pos := range uint64(batch) {
+		v := unsigned(record(t, d, m.Hooks[0], pos))
+		wc := v[0]
+		if want := 4000 + wc; v[2] != 1 || v[1] != want {
+			t.Fatalf("STOP of item %d: duration %d paired %d, want %d paired 1", wc, v[1], v[2], want)
 		}
 	}
 }

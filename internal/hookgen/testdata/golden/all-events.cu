@@ -199,6 +199,10 @@ HK_FN void hk_store32(hk_u32* p, hk_u32 v) { asm volatile("st.volatile.global.u3
 HK_FN void hk_store64x2(hk_u64* p, hk_u64 a, hk_u64 b) {
   asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" : : "l"(p), "l"(a), "l"(b) : "memory");
 }
+/* p is 16-byte aligned: one vector load, the counterpart of hk_store64x2. */
+HK_FN void hk_load64x2(const hk_u64* p, hk_u64* a, hk_u64* b) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
+}
 HK_FN hk_u32 hk_smid(void) { hk_u32 r; asm volatile("mov.u32 %0, %%smid;" : "=r"(r)); return r; }
 HK_FN hk_u32 hk_warpid(void) { hk_u32 r; asm volatile("mov.u32 %0, %%warpid;" : "=r"(r)); return r; }
 HK_FN hk_u64 hk_globaltimer(void) { hk_u64 r; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(r)); return r; }
@@ -213,7 +217,16 @@ HK_FN hk_u64 hk_load64(const hk_u64* p) { return __atomic_load_n(p, __ATOMIC_REL
 HK_FN hk_u32 hk_load32(const hk_u32* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 HK_FN void hk_store64(hk_u64* p, hk_u64 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 HK_FN void hk_store32(hk_u32* p, hk_u32 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-HK_FN void hk_store64x2(hk_u64* p, hk_u64 a, hk_u64 b) { hk_store64(p, a); hk_store64(p + 1, b); }
+/* The second word first, the first with release: a reader that loads the first word
+   with acquire (hk_load64x2) and finds the value it expects also finds the second. */
+HK_FN void hk_store64x2(hk_u64* p, hk_u64 a, hk_u64 b) {
+  hk_store64(p + 1, b);
+  __atomic_store_n(p, a, __ATOMIC_RELEASE);
+}
+HK_FN void hk_load64x2(const hk_u64* p, hk_u64* a, hk_u64* b) {
+  *a = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+  *b = hk_load64(p + 1);
+}
 HK_FN hk_u32 hk_f32_bits(float f) { union { float f; hk_u32 u; } x; x.f = f; return x.u; }
 HK_FN hk_u64 hk_f64_bits(double d) { union { double d; hk_u64 u; } x; x.d = d; return x.u; }
 HK_FN double hk_f64_from_bits(hk_u64 u) { union { double d; hk_u64 u; } x; x.u = u; return x.d; }

@@ -199,6 +199,10 @@ HK_FN void hk_store32(hk_u32* p, hk_u32 v) { asm volatile("st.volatile.global.u3
 HK_FN void hk_store64x2(hk_u64* p, hk_u64 a, hk_u64 b) {
   asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" : : "l"(p), "l"(a), "l"(b) : "memory");
 }
+/* p is 16-byte aligned: one vector load, the counterpart of hk_store64x2. */
+HK_FN void hk_load64x2(const hk_u64* p, hk_u64* a, hk_u64* b) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
+}
 HK_FN hk_u32 hk_smid(void) { hk_u32 r; asm volatile("mov.u32 %0, %%smid;" : "=r"(r)); return r; }
 HK_FN hk_u32 hk_warpid(void) { hk_u32 r; asm volatile("mov.u32 %0, %%warpid;" : "=r"(r)); return r; }
 HK_FN hk_u64 hk_globaltimer(void) { hk_u64 r; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(r)); return r; }
@@ -213,7 +217,16 @@ HK_FN hk_u64 hk_load64(const hk_u64* p) { return __atomic_load_n(p, __ATOMIC_REL
 HK_FN hk_u32 hk_load32(const hk_u32* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 HK_FN void hk_store64(hk_u64* p, hk_u64 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 HK_FN void hk_store32(hk_u32* p, hk_u32 v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-HK_FN void hk_store64x2(hk_u64* p, hk_u64 a, hk_u64 b) { hk_store64(p, a); hk_store64(p + 1, b); }
+/* The second word first, the first with release: a reader that loads the first word
+   with acquire (hk_load64x2) and finds the value it expects also finds the second. */
+HK_FN void hk_store64x2(hk_u64* p, hk_u64 a, hk_u64 b) {
+  hk_store64(p + 1, b);
+  __atomic_store_n(p, a, __ATOMIC_RELEASE);
+}
+HK_FN void hk_load64x2(const hk_u64* p, hk_u64* a, hk_u64* b) {
+  *a = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+  *b = hk_load64(p + 1);
+}
 HK_FN hk_u32 hk_f32_bits(float f) { union { float f; hk_u32 u; } x; x.f = f; return x.u; }
 HK_FN hk_u64 hk_f64_bits(double d) { union { double d; hk_u64 u; } x; x.d = d; return x.u; }
 HK_FN double hk_f64_from_bits(hk_u64 u) { union { double d; hk_u64 u; } x; x.u = u; return x.d; }
@@ -441,35 +454,33 @@ typedef struct {
   int paired;
 } hk_derived_t;
 
-/* ---- duration pairing (docs/ARCHITECTURE.md): entries keyed by (multiprocessor,
-   warp slot, workCounter % 8). A block's thread 0 owns its warp slot while it runs, so
-   concurrent kernels with the same channel ids never share an entry. ---- */
-#define HK_PAIR_SMS 256
-#define HK_PAIR_WARPS 64
-#define HK_PAIR_DEPTH 8
-typedef struct {
-  hk_u64 key; /* workCounter + 1; 0 = empty */
-  hk_u64 channel;
-  hk_u64 start;
-} hk_pair_t;
-HK_VAR hk_pair_t ncclhooks_pairs[HK_PAIR_SMS * HK_PAIR_WARPS * HK_PAIR_DEPTH];
+/* ---- duration pairing (docs/ARCHITECTURE.md): entries keyed by (communicator,
+   channel, workCounter % 64), written at START with one 16-byte store {tag, timestamp}
+   and read at STOP with one 16-byte load. The tag holds all three ids (communicator
+   mod 256, channel, workCounter mod 2^48), so ids that share an entry do not pair. ---- */
+#define HK_PAIR_COMMS 64
+#define HK_PAIR_CHANNELS 64
+#define HK_PAIR_DEPTH 64
+/* The pairing tag: communicator (8 bits), channel (8 bits), workCounter + 1 (48 bits); 0 = empty. */
+HK_FN hk_u64 hk_pair_tag(hk_u32 comm, const ncclProfilerDevEvent_t* ev) {
+  return ((hk_u64)(comm & 0xffu) << 56) | ((hk_u64)ev->channelId << 48) | ((ev->workCounter + 1ULL) & 0xffffffffffffULL);
+}
+HK_VAR hk_u64 ncclhooks_pairs[HK_PAIR_COMMS * HK_PAIR_CHANNELS * HK_PAIR_DEPTH * 2] __attribute__((aligned(16)));
 HK_FN void hk_pair(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEvent_t* ev, hk_derived_t* d) {
-#ifdef HK_GPU
-  const hk_u32 owner = (hk_smid() % HK_PAIR_SMS) * HK_PAIR_WARPS + hk_warpid() % HK_PAIR_WARPS;
-#else
-  const hk_u32 owner = hk_warpid() % (HK_PAIR_SMS * HK_PAIR_WARPS); /* thread slot */
-#endif
-  hk_pair_t* e = &((hk_pair_t*)cx->pairs)[owner * HK_PAIR_DEPTH + (hk_u32)(ev->workCounter % HK_PAIR_DEPTH)];
+  const hk_u32 entry = ((cx->comm % HK_PAIR_COMMS) * HK_PAIR_CHANNELS + ev->channelId % HK_PAIR_CHANNELS) * HK_PAIR_DEPTH +
+                       (hk_u32)(ev->workCounter % HK_PAIR_DEPTH);
+  hk_u64* e = cx->pairs + 2u * entry; /* {tag, START timestamp} */
+  const hk_u64 tag = hk_pair_tag(cx->comm, ev);
   if (ev->phase == 0) {
-    hk_store64(&e->channel, ev->channelId);
-    hk_store64(&e->start, ev->timestamp);
-    hk_store64(&e->key, ev->workCounter + 1ULL);
-  } else if (ev->phase == 1 && hk_load64(&e->key) == ev->workCounter + 1ULL &&
-             hk_load64(&e->channel) == ev->channelId) {
-    const hk_u64 start = hk_load64(&e->start);
-    d->duration = ev->timestamp >= start ? ev->timestamp - start : 0ULL;
-    d->paired = 1;
-    hk_store64(&e->key, 0ULL); /* a second STOP does not pair again */
+    hk_store64x2(e, tag, ev->timestamp);
+  } else if (ev->phase == 1) {
+    hk_u64 seen, start;
+    hk_load64x2(e, &seen, &start);
+    if (seen == tag) {
+      d->duration = ev->timestamp >= start ? ev->timestamp - start : 0ULL;
+      d->paired = 1;
+      hk_store64(e, 0ULL); /* a second STOP does not pair again */
+    }
   }
 }
 
