@@ -9,7 +9,8 @@
 #   3. the examples through the harness, stream and graph mode
 #   4. acceptance inside each patched NCCL and the time per NCCL call
 #   5. the hook cost against the nop hook (ncclhooks bench, one rate)
-# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples bench"
+#   6. the SASS of each example's hook: instructions, atomics, reductions, loads, stores
+# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples sass bench"
 # picks steps (default all but bench), GPU_TESTS test packages, NCCL_TAGS tags.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -90,6 +91,31 @@ if k:
       OUT=$OUT BIN=$BIN WORK=$WORK/accept scripts/nccl-accept.sh "$WORK/nccl-$tag" "${opt[@]}"; echo "exit $?"
     done
     tar cJf "$OUT/nccl-libs.tar.xz" -C "$WORK" $(cd "$WORK" && ls -d nccl-v*/lib nccl-v*/include nccl-v*/build-info.txt 2>/dev/null) 2>/dev/null
+  fi
+  if has sass; then
+    echo "== SASS of each example's hook (the cubin the plugin compiles, cuobjdump -sass, function ncclhooks_entry)"
+    printf "%-16s %6s %8s %6s %6s %6s %s\n" profile instrs atomics reds loads stores "loads by kind"
+    for p in bench/profiles/nop.yaml examples/*.yaml; do
+      name=$(basename "$p" .yaml)
+      cache=$WORK/sass-$name; rm -rf "$cache"
+      NCCL_HOOKS_CACHE_DIR=$cache $BIN/ncclhooks run "$p" --backend gpu --devices 1 --comms 1 --channels 2 --items 10 --out "$WORK/sass-out-$name" > "$WORK/sass-$name.log" 2>&1
+      cubin=$(find "$cache" -name '*.cubin' -size +1k | head -1)
+      [ -n "$cubin" ] || { echo "$name: no cubin in $cache"; continue; }
+      cuobjdump -sass -fun ncclhooks_entry "$cubin" > "$WORK/sass-$name.txt" 2>&1
+      cp "$WORK/sass-$name.txt" "$OUT/" 2>/dev/null
+      python3 - "$name" "$WORK/sass-$name.txt" <<'PY'
+import re, sys, collections
+name, path = sys.argv[1], sys.argv[2]
+ops = re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", open(path).read())
+c = collections.Counter(o.split(".")[0] for o in ops)
+loads = collections.Counter(o for o in ops if o.split(".")[0] in ("LDG", "LD"))
+atom = c["ATOMG"] + c["ATOM"]
+red = c["REDG"] + c["RED"]
+ld = c["LDG"] + c["LD"]
+st = c["STG"] + c["ST"]
+print(f"{name:<16} {len(ops):>6} {atom:>8} {red:>6} {ld:>6} {st:>6} {dict(loads)}")
+PY
+    done
   fi
   if has bench; then
     echo "== bench (hook cost against the nop hook; one rate)"

@@ -8,7 +8,8 @@
 # `ncclhooks check` on the plugin's output (records + drops = matched, one
 # comm line per communicator, one START and one STOP per communicator,
 # channel and work item, function names from NCCL's ncclProfilerDevFuncName).
-# Then the time per NCCL call: no plugin, the nop hook, every example.
+# Then the time per NCCL call: no plugin, the nop hook and profiles in alternating
+# rounds (TIMING_ROUNDS, TIMING_LABELS, TIMING_BYTES), medians and spread.
 # Needs the plugin and CLI in $BIN (default .dev/gpu, scripts/gpu-check.sh
 # build) and nvcc. Results go to $OUT (default out/nccl-accept).
 set -uo pipefail
@@ -63,37 +64,43 @@ done
 cat "$W/$tag-all-events-c4.check" 2>/dev/null | cut -c1-400
 
 [ $TIMING = 1 ] || exit $status
-echo "== NCCL $tag: time per NCCL call (grouped send/recv to self, 1 communicator; best of 5 rounds of 2000 calls in each of 2 processes)"
+ROUNDS=${TIMING_ROUNDS:-8}
+read -ra LABELS <<< "${TIMING_LABELS:-none nop latency all-events}"
+read -ra SIZES <<< "${TIMING_BYTES:-8}"
+echo "== NCCL $tag: time per NCCL call (grouped send/recv to self, 1 communicator; $ROUNDS rounds alternating ${LABELS[*]}, one process each, best of 5 x 2000 calls inside a process)"
 run_timing() { # label profile-or-empty bytes
   local label=$1 prof=$2 bytes=$3 env=()
   [ -n "$prof" ] && env=(NCCL_PROFILER_PLUGIN=$PLUGIN NCCL_HOOKS_PROFILE=$PWD/$prof NCCL_HOOKS_DUMP_DIR=$W/timing-$label)
   env "${env[@]}" timeout 120 "$W/accept" --time 2000 --bytes "$bytes" 2>/dev/null | grep -m1 '^ACCEPT' | sed 's/^ACCEPT //'
 }
-for bytes in 8 65536; do
-  rows=()
-  for label in none nop all-events latency skew field-capture sampled-trace; do
-    case $label in none) prof= ;; nop) prof=bench/profiles/nop.yaml ;; *) prof=examples/$label.yaml ;; esac
-    best_s=9e9 best_g=9e9
-    for round in 1 2; do
+for bytes in "${SIZES[@]}"; do
+  samples=()
+  for round in $(seq "$ROUNDS"); do
+    for label in "${LABELS[@]}"; do
+      case $label in none) prof= ;; nop) prof=bench/profiles/nop.yaml ;; *) prof=examples/$label.yaml ;; esac
       j=$(run_timing "$label" "$prof" $bytes)
       s=$(echo "$j" | grep -oE '"us_per_call_stream":[0-9.]+' | cut -d: -f2)
       g=$(echo "$j" | grep -oE '"us_per_call_graph":[0-9.]+' | cut -d: -f2)
-      [ -n "$s" ] && best_s=$(python3 -c "print(min($best_s, $s))")
-      [ -n "$g" ] && best_g=$(python3 -c "print(min($best_g, $g))")
+      samples+=("$label ${s:-nan} ${g:-nan}")
     done
-    rows+=("$label $best_s $best_g")
   done
-  python3 - "$bytes" "$tag" "${rows[@]}" <<'PY' | tee -a "$OUT/nccl-timing.md"
-import sys
-bytes_, tag, rows = sys.argv[1], sys.argv[2], [r.split() for r in sys.argv[3:]]
-base = {r[0]: (float(r[1]), float(r[2])) for r in rows}
-ns, ng = base["none"]
-print(f"\n{bytes_} B per call, NCCL {tag} with the device hook patch (H200):\n")
-print("| plugin / profile | us per call (stream) | vs no plugin | us per call (graph) | vs no plugin |")
-print("| --- | --- | --- | --- | --- |")
-for name, s, g in rows:
-    s, g = float(s), float(g)
-    print(f"| {name} | {s:.3f} | {100*(s/ns-1):+.2f}% | {g:.3f} | {100*(g/ng-1):+.2f}% |")
+  python3 - "$bytes" "$tag" "$ROUNDS" "${samples[@]}" <<'PY' | tee -a "$OUT/nccl-timing.md"
+import sys, statistics, math
+bytes_, tag, rounds = sys.argv[1], sys.argv[2], sys.argv[3]
+by = {}
+for r in sys.argv[4:]:
+    name, s, g = r.split()
+    by.setdefault(name, ([], []))
+    if s != "nan": by[name][0].append(float(s))
+    if g != "nan": by[name][1].append(float(g))
+def med(v): return statistics.median(v) if v else math.nan
+ns, ng = med(by["none"][0]), med(by["none"][1])
+print(f"\n{bytes_} B per call, NCCL {tag} with the device hook patch (H200), {rounds} alternating rounds:\n")
+print("| plugin / profile | runs | graph: median us per call | min - max | vs no plugin (median) | stream: median | min - max | vs no plugin |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for name, (s, g) in by.items():
+    print(f"| {name} | {len(g)} | {med(g):.3f} | {min(g, default=math.nan):.3f} - {max(g, default=math.nan):.3f} | {100*(med(g)/ng-1):+.2f}% "
+          f"| {med(s):.3f} | {min(s, default=math.nan):.3f} - {max(s, default=math.nan):.3f} | {100*(med(s)/ns-1):+.2f}% |")
 PY
 done
 exit $status
