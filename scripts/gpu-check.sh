@@ -101,7 +101,9 @@ if k:
       NCCL_HOOKS_CACHE_DIR=$cache $BIN/ncclhooks run "$p" --backend gpu --devices 1 --comms 1 --channels 2 --items 10 --out "$WORK/sass-out-$name" > "$WORK/sass-$name.log" 2>&1
       cubin=$(find "$cache" -name '*.cubin' -size +1k | head -1)
       [ -n "$cubin" ] || { echo "$name: no cubin in $cache"; continue; }
-      cuobjdump -sass -fun ncclhooks_entry "$cubin" > "$WORK/sass-$name.txt" 2>&1
+      # A cache entry is a header and the cubin: cut at the ELF magic.
+      python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(d[d.find(b"\x7fELF"):])' "$cubin" "$WORK/sass-$name.cubin"
+      cuobjdump -sass -fun ncclhooks_entry "$WORK/sass-$name.cubin" > "$WORK/sass-$name.txt" 2>&1
       cp "$WORK/sass-$name.txt" "$OUT/" 2>/dev/null
       python3 - "$name" "$WORK/sass-$name.txt" <<'PY'
 import re, sys, collections

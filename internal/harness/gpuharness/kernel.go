@@ -140,9 +140,30 @@ extern "C" __global__ void ncclhooks_harness_fill(u32* p, u64 n, u32 seed) {
 // the loop's duration in ns (%globaltimer) and SM cycles (clock64) in
 // out[2*block], out[2*block+1]. Calls within a block are serial, so this is
 // the latency the hook adds to NCCL's thread 0.
+//
+// A hook called through a pointer runs in its caller's registers: a kernel
+// allocated fewer than the hook uses faults (CUDA_ERROR_ILLEGAL_INSTRUCTION),
+// which NCCL's kernels (96 registers) never are for a hook the plugin
+// accepts. The branch below is never taken (calls > 0), but ptxas allocates
+// for it, which puts this kernel at or above NCCL's 96 (bench prints "Used").
 extern "C" __global__ void ncclhooks_hook_cost(ncclProfilerDevHook_t hook, void* ctx, int calls,
     const u32* funcIds, int nFuncIds, u64* out) {
   if (threadIdx.x != 0) return;
+  if (calls < 0) {
+    enum { LIVE = 96 };
+    u32 v[LIVE];
+#pragma unroll
+    for (int j = 0; j < LIVE; j++) v[j] = funcIds[j] * (u32)(2 * j + 1);
+#pragma unroll
+    for (int r = 0; r < 3; r++)
+#pragma unroll
+      for (int j = 0; j < LIVE; j++) v[j] = v[j] * v[(j + 1) % LIVE] + (u32)r;
+    u64 sum = 0;
+#pragma unroll
+    for (int j = 0; j < LIVE; j++) sum += (u64)v[j] << (j % 32);
+    out[0] = sum;
+    return;
+  }
   const u32 channel = blockIdx.x;
   int f = 0;
   ncclProfilerDevEvent_t ev;
