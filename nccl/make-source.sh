@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make nccl/src/nccl-<tag>.tar.xz, a `git archive` of an NCCL tag, so that NCCL's source can be
+# Make nccl/src/nccl-<tag>.tar.xz, a `git archive` of an NCCL tag (or branch), so that NCCL's source can be
 # carried to a machine without network (see nccl/README.md). nccl/src/ is git-ignored.
 #
 #   nccl/make-source.sh [--git-dir DIR] [TAG ...]
@@ -32,11 +32,14 @@ git --git-dir="$gitdir" rev-parse --git-dir >/dev/null 2>&1 ||
 
 mkdir -p "$here/src"
 for tag in "${tags[@]}"; do
-  git --git-dir="$gitdir" rev-parse -q --verify "refs/tags/$tag^{commit}" >/dev/null ||
-    { echo "make-source.sh: tag $tag not found in $gitdir" >&2; exit 1; }
+  # A tag, or a branch (such as dev, for NCCL versions not yet tagged).
+  ref=refs/tags/$tag
+  git --git-dir="$gitdir" rev-parse -q --verify "$ref^{commit}" >/dev/null || ref=refs/heads/$tag
+  git --git-dir="$gitdir" rev-parse -q --verify "$ref^{commit}" >/dev/null ||
+    { echo "make-source.sh: no tag or branch $tag in $gitdir" >&2; exit 1; }
   out="$here/src/nccl-$tag.tar.xz"
   # The archive's top folder is nccl-<tag>/; scripts/build-nccl.sh strips it.
-  git --git-dir="$gitdir" archive --format=tar --prefix="nccl-$tag/" "$tag" | xz -T0 -6 > "$out.tmp"
+  git --git-dir="$gitdir" archive --format=tar --prefix="nccl-$tag/" "$ref" | xz -T0 -6 > "$out.tmp"
   mv "$out.tmp" "$out"
   printf '%s  %s bytes\n' "$out" "$(stat -c %s "$out")"
 done

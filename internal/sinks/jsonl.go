@@ -90,6 +90,10 @@ type recordKeys struct {
 	prefix  []byte   // {"type":"record","hook":"name","device":
 	fields  [][]byte // ,"field":
 	hasFunc bool
+	// The last function name written and its JSON (with its key): records
+	// come in runs of one function, so it is quoted once per run.
+	lastFunc   string
+	lastQuoted []byte
 }
 
 // flushLocked writes the pending final dump, the kept lines and the
@@ -278,8 +282,10 @@ func (j *JSONL) Records(recs []Record) error {
 			b = appendValue(b, v)
 		}
 		if k.hasFunc {
-			b = appendKey(b, "func")
-			b = appendString(b, r.FuncName)
+			if k.lastQuoted == nil || r.FuncName != k.lastFunc {
+				k.lastFunc, k.lastQuoted = r.FuncName, appendString(appendKey(k.lastQuoted[:0], "func"), r.FuncName)
+			}
+			b = append(b, k.lastQuoted...)
 		}
 		j.recs = append(b, "}\n"...)
 	}
