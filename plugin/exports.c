@@ -3,6 +3,7 @@
 // the C side keeps the structs, the logger and the dlsym'd name resolver.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "exports.h"
@@ -35,9 +36,18 @@ const char* hooks_func_name(int funcId) {
 
 int hooks_harness_present(void) { return dlsym(RTLD_DEFAULT, "ncclhooks_harness_cpu") != NULL; }
 
-// A communicator's context: a C allocation holding the Go-side id, so NCCL
-// never holds a Go pointer.
-typedef struct { uint64_t id; } commCtx;
+// NCCL built with the device hook (pull request 2285) exports the names of
+// its device functions; released NCCL does not.
+int hooks_nccl_has_device_hook(void) { return funcName() != NULL; }
+
+// ncclGetVersion of the NCCL that loaded the plugin (2.28.9: 22809), 0 when
+// it cannot be found.
+int hooks_nccl_version(void) {
+  ncclResult_t (*get)(int*) = (ncclResult_t(*)(int*))dlsym(RTLD_DEFAULT, "ncclGetVersion");
+  int v = 0;
+  if (!get || get(&v) != ncclSuccess) return 0;
+  return v;
+}
 
 // The communicator whose init ran last on this thread. NCCL (PR 2285) calls
 // getDeviceHook from devCommSetup, on the thread that ran that communicator's
@@ -45,38 +55,80 @@ typedef struct { uint64_t id; } commCtx;
 // also when several communicators initialise at once on different threads.
 static __thread uint64_t pendingComm;
 
-static ncclResult_t hk_init(void** context, uint64_t commId, int* eActivationMask, const char* commName, int nNodes,
-                            int nranks, int rank, ncclDebugLogger_t logfn) {
+// The events the host-event source asks for. NCCL keeps one mask for the
+// process (every init writes the same one), so every communicator gets it.
+#define HOST_EVENTS (NCCLHOOKS_PROFILE_COLL | NCCLHOOKS_PROFILE_P2P | NCCLHOOKS_PROFILE_KERNEL_CH)
+
+// init of every version: version is the struct NCCL loaded (5, 6, 7).
+static ncclResult_t hk_init(int version, void** context, uint64_t commId, int* eActivationMask, const char* commName,
+                            int nNodes, int nranks, int rank, ncclDebugLogger_t logfn) {
   if (logfn) {
     ncclDebugLogger_t none = NULL;
     __atomic_compare_exchange_n(&logger, &none, logfn, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   }
   if (eActivationMask) *eActivationMask = 0;
   if (context) *context = NULL;
-  commCtx* c = (commCtx*)calloc(1, sizeof(commCtx));
+  hk_comm* c = (hk_comm*)calloc(1, sizeof(hk_comm));
   if (!c) return ncclSuccess; // no memory: stay inactive for this communicator
-  c->id = hooksInit(commId, (char*)commName, nNodes, nranks, rank);
+  int host = 0;
+  uintptr_t entry = 0, ctx = 0, setSlot = 0;
+  unsigned int slotBase = 0;
+  c->id = hooksInit(commId, (char*)commName, nNodes, nranks, rank, version, hooks_current_device(), &host, &entry, &ctx,
+                    &setSlot, &slotBase);
+  if (host) {
+    if (eActivationMask) *eActivationMask = HOST_EVENTS;
+    if (entry && ctx && setSlot) {
+      c->entry = (ncclProfilerDevHook_t)entry;
+      c->ctx = (void*)ctx;
+      c->setSlot = (void (*)(unsigned int))setSlot;
+      c->slotBase = slotBase;
+      c->host = 1;
+    }
+  }
   pendingComm = c->id;
   if (context) *context = c; else free(c);
   return ncclSuccess;
 }
 
+#define HK_INIT(v)                                                                                                \
+  static ncclResult_t hk_init_v##v(void** context, uint64_t commId, int* eActivationMask, const char* commName,  \
+                                   int nNodes, int nranks, int rank, ncclDebugLogger_t logfn) {                  \
+    return hk_init(v, context, commId, eActivationMask, commName, nNodes, nranks, rank, logfn);                   \
+  }
+HK_INIT(5)
+HK_INIT(6)
+HK_INIT(7)
+
+// The descriptor is v5's, v6's or v7's: what the host source reads is at the
+// same offsets in all three (ncclhooks_abi.h asserts it).
 static ncclResult_t hk_startEvent(void* context, void** eHandle, void* eDescr) {
-  (void)context; (void)eDescr;
   if (eHandle) *eHandle = NULL;
+  hk_comm* c = (hk_comm*)context;
+  if (!c || !c->host || !eHandle || !eDescr) return ncclSuccess;
+  hooks_host_start(c, eHandle, (const ncclProfilerEventDescr_v5_t*)eDescr);
   return ncclSuccess;
 }
 
-static ncclResult_t hk_stopEvent(void* eHandle) { (void)eHandle; return ncclSuccess; }
+static ncclResult_t hk_stopEvent(void* eHandle) {
+  hooks_host_stop(eHandle);
+  return ncclSuccess;
+}
 
 static ncclResult_t hk_recordEventState(void* eHandle, int eState, void* eStateArgs) {
-  (void)eHandle; (void)eState; (void)eStateArgs;
+  hooks_host_state(eHandle, eState, (const ncclProfilerEventStateArgs_v5_t*)eStateArgs);
   return ncclSuccess;
 }
 
 static ncclResult_t hk_finalize(void* context) {
-  commCtx* c = (commCtx*)context;
+  hk_comm* c = (hk_comm*)context;
   if (!c) return ncclSuccess; // init failed for this communicator
+  uint64_t lost = __atomic_load_n(&c->lost, __ATOMIC_RELAXED);
+  if (lost) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "ncclhooks: %llu kernel-channel events of this communicator were not fed to the hooks (out of memory)",
+             (unsigned long long)lost);
+    hooks_log(NCCL_LOG_WARN, msg);
+  }
   hooksFinalize(c->id);
   free(c);
   return ncclSuccess;
@@ -92,12 +144,15 @@ static ncclResult_t hk_getDeviceHook(int cudaDev, void** devHook, void** devCtx)
   return ncclSuccess;
 }
 
+// One ncclProfiler_v7 serves two NCCLs: NCCL built with pull request 2285
+// reads all seven members; NCCL 2.31's official v7 (ncclhooks_abi.h) has
+// the first six only and never reads getDeviceHook.
 __attribute__((visibility("default"))) ncclProfiler_v7_t ncclProfiler_v7 = {
-  "hooks", hk_init, hk_startEvent, hk_stopEvent, hk_recordEventState, hk_finalize, hk_getDeviceHook,
+  "hooks", hk_init_v7, hk_startEvent, hk_stopEvent, hk_recordEventState, hk_finalize, hk_getDeviceHook,
 };
 __attribute__((visibility("default"))) ncclProfiler_v6_t ncclProfiler_v6 = {
-  "hooks", hk_init, hk_startEvent, hk_stopEvent, hk_recordEventState, hk_finalize,
+  "hooks", hk_init_v6, hk_startEvent, hk_stopEvent, hk_recordEventState, hk_finalize,
 };
 __attribute__((visibility("default"))) ncclProfiler_v5_t ncclProfiler_v5 = {
-  "hooks", hk_init, hk_startEvent, hk_stopEvent, hk_recordEventState, hk_finalize,
+  "hooks", hk_init_v5, hk_startEvent, hk_stopEvent, hk_recordEventState, hk_finalize,
 };

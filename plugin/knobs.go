@@ -34,6 +34,7 @@ func readKnobs() (lifecycle.Knobs, error) {
 	k := lifecycle.Knobs{
 		Profile:  getenv("NCCL_HOOKS_PROFILE"),
 		Backend:  strings.ToLower(getenv("NCCL_HOOKS_BACKEND")),
+		Source:   strings.ToLower(getenv("NCCL_HOOKS_SOURCE")),
 		DumpDir:  getenv("NCCL_HOOKS_DUMP_DIR"),
 		CacheDir: getenv("NCCL_HOOKS_CACHE_DIR"),
 		CC:       getenv("NCCL_HOOKS_CC"),
@@ -48,6 +49,13 @@ func readKnobs() (lifecycle.Knobs, error) {
 	case "auto", "gpu", "cpu":
 	default:
 		return k, fmt.Errorf("NCCL_HOOKS_BACKEND=%q: use auto, gpu or cpu", k.Backend)
+	}
+	switch k.Source {
+	case "":
+		k.Source = "auto"
+	case "auto", "host", "device":
+	default:
+		return k, fmt.Errorf("NCCL_HOOKS_SOURCE=%q: use auto, host or device", k.Source)
 	}
 	switch v := getenv("NCCL_HOOKS_PROM_DUMP_STATS"); v {
 	case "", "0":

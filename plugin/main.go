@@ -1,8 +1,10 @@
 // Command plugin is libnccl-profiler-hooks.so, the NCCL profiler plugin
 // (build with -buildmode=c-shared, linked -z nodelete). It exports
-// ncclProfiler_v7 (NCCL pull request 2285: v6 plus getDeviceHook), v6 and v5
-// from exports.c, reads the NCCL_HOOKS_* knobs, and hands each call to the
-// process's lifecycle.Session (profile, compilation, devices, drain, sinks).
+// ncclProfiler_v7 (NCCL pull request 2285: v6 plus getDeviceHook; its first
+// six members are NCCL 2.31's official v7), v6 and v5 from exports.c, turns
+// NCCL's host events into hook events in C (hostsrc.c, NCCL_HOOKS_SOURCE=host),
+// reads the NCCL_HOOKS_* knobs, and hands each call to the process's
+// lifecycle.Session (profile, compilation, devices, drain, sinks).
 // Every failure logs one WARN through NCCL's logger and leaves the plugin
 // inactive; the job it profiles is never failed.
 package main
@@ -27,16 +29,24 @@ func main() {}
 
 // plugin is the process's one session: the Go image stays resident (-z
 // nodelete), so it outlives every dlclose and reload by NCCL.
-var plugin = lifecycle.New(lifecycle.Env{Log: ncclLog, FuncName: funcName, Knobs: readKnobs, HarnessPresent: harnessPresent})
+var plugin = lifecycle.New(lifecycle.Env{Log: ncclLog, FuncName: funcName, HostFuncName: hostFuncName, Knobs: readKnobs,
+	HarnessPresent: harnessPresent, DeviceHookNCCL: deviceHookNCCL, NCCLVersion: ncclVersion})
 
 //export hooksInit
-func hooksInit(commID C.uint64_t, commName *C.char, nNodes, nRanks, rank C.int) (id C.uint64_t) {
+func hooksInit(commID C.uint64_t, commName *C.char, nNodes, nRanks, rank, version, cudaDev C.int,
+	host *C.int, entry, ctx, setSlot *C.uintptr_t, slotBase *C.uint) (id C.uint64_t) {
 	defer guard("init")
+	*host, *entry, *ctx, *setSlot, *slotBase = 0, 0, 0, 0, 0
 	name := ""
 	if commName != nil {
 		name = C.GoString(commName)
 	}
-	return C.uint64_t(plugin.Init(uint64(commID), name, int(nNodes), int(nRanks), int(rank)))
+	i := plugin.Init(uint64(commID), name, int(nNodes), int(nRanks), int(rank), int(version))
+	if hh, ok := plugin.HostHook(i, int(cudaDev)); ok {
+		*host = 1
+		*entry, *ctx, *setSlot, *slotBase = C.uintptr_t(hh.Entry), C.uintptr_t(hh.Ctx), C.uintptr_t(hh.SetSlot), C.uint(hh.SlotBase)
+	}
+	return C.uint64_t(i)
 }
 
 //export hooksFinalize
@@ -81,3 +91,17 @@ func funcName(id uint32) string {
 }
 
 func harnessPresent() bool { return C.hooks_harness_present() != 0 }
+
+// hostFuncName names the host-event source's function ids (hostsrc.c's
+// table); "" past its end.
+func hostFuncName(id uint32) string {
+	p := C.hooks_host_func_name(C.int(id))
+	if p == nil {
+		return ""
+	}
+	return C.GoString(p)
+}
+
+func deviceHookNCCL() bool { return C.hooks_nccl_has_device_hook() != 0 }
+
+func ncclVersion() int { return int(C.hooks_nccl_version()) }

@@ -17,6 +17,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	arch := fs.String("arch", "", "GPU architecture to check the hooks for (default: device 0's, else sm_90)")
 	budget := fs.Int("max-registers", gpu.DefaultRegisterBudget, "registers a hook may use: those of the kernels that call it (NCCL_HOOKS_MAX_REGISTERS)")
 	noGPU := fs.Bool("no-gpu-check", false, "skip compiling the hooks with NVRTC to check registers, stack and calls")
+	source := fs.String("source", "device", "where the hooks' events come from (NCCL_HOOKS_SOURCE): device (NCCL's device hook) or host (NCCL's host events; refuses what they do not carry; no GPU check: the hooks run on the host)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ncclhooks validate [flags] PROFILE...")
 		fs.PrintDefaults()
@@ -26,6 +27,14 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
+		return 2
+	}
+	switch *source {
+	case "device", "auto":
+	case "host":
+		*noGPU = true
+	default:
+		fmt.Fprintf(stderr, "validate: --source %q: use device or host\n", *source)
 		return 2
 	}
 	var lib *cuda.Lib
@@ -53,6 +62,13 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s: %v\n", path, err)
 			rc = 1
 			continue
+		}
+		if *source == "host" {
+			if err := config.CheckHostSource(p); err != nil {
+				fmt.Fprintln(stderr, err)
+				rc = 1
+				continue
+			}
 		}
 		fmt.Fprintf(stdout, "%s: ok: profile %q, %d hooks (%d enabled)\n", path, p.Name, len(p.Hooks), len(m.Hooks))
 		for _, h := range m.Hooks {

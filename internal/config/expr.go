@@ -57,7 +57,7 @@ func checkExpr(src string, m *srcMap, env *Env) (*Expr, ErrorList) {
 	if len(c.errs) > 0 {
 		return nil, c.errs
 	}
-	return &Expr{Source: src, Pos: m.pos(0), Tree: tree.Node, Type: t, FuncPreds: c.preds}, nil
+	return &Expr{Source: src, Pos: m.pos(0), Tree: tree.Node, Type: t, FuncPreds: c.preds, src: m}, nil
 }
 
 type exprChecker struct {

@@ -146,6 +146,16 @@ type Expr struct {
 	// FuncPreds are the function-name predicates found in Tree, in order of
 	// appearance; hookgen turns each into a function-id set filled at init.
 	FuncPreds []*FuncPred
+	src       *srcMap // character offsets of Source -> file positions
+}
+
+// PosAt is the file position of the character at offset off of Source (as
+// expr-lang's node locations count them).
+func (x *Expr) PosAt(off int) Pos {
+	if x.src == nil {
+		return x.Pos
+	}
+	return x.src.pos(off)
 }
 
 // FuncPredOp is how a name predicate matches function names.

@@ -27,14 +27,18 @@ const (
 type Env struct {
 	Log            func(level int, msg string)
 	FuncName       func(id uint32) string // NCCL's ncclProfilerDevFuncName; "" for an unknown id
+	HostFuncName   func(id uint32) string // the host-event source's function table; "" past its end
 	Knobs          func() (Knobs, error)  // read at the first init
 	HarnessPresent func() bool            // the harness's marker symbol is loaded (cpu hooks are callable)
+	DeviceHookNCCL func() bool            // the NCCL that loaded the plugin has the device hook (PR 2285)
+	NCCLVersion    func() int             // ncclGetVersion (22809 for 2.28.9); 0 when unknown
 }
 
 // Knobs are the NCCL_HOOKS_* settings (the README's knob table).
 type Knobs struct {
 	Profile       string // NCCL_HOOKS_PROFILE: path of the YAML profile; unset: inactive
 	Backend       string // NCCL_HOOKS_BACKEND: auto (default), gpu, cpu
+	Source        string // NCCL_HOOKS_SOURCE: auto (default), host, device
 	DumpDir       string // NCCL_HOOKS_DUMP_DIR: overrides the profile's output.dump_dir
 	CacheDir      string // NCCL_HOOKS_CACHE_DIR: compile cache directory, "off" disables it
 	CC            string // NCCL_HOOKS_CC: C compiler of the cpu backend (default cc)
@@ -48,7 +52,18 @@ type Knobs struct {
 }
 
 // New returns a Session that has seen no communicator yet.
+// A nil HostFuncName names nothing, a nil DeviceHookNCCL says that NCCL has
+// the device hook (as the harness does), a nil NCCLVersion knows none.
 func New(env Env) *Session {
+	if env.HostFuncName == nil {
+		env.HostFuncName = func(uint32) string { return "" }
+	}
+	if env.DeviceHookNCCL == nil {
+		env.DeviceHookNCCL = func() bool { return true }
+	}
+	if env.NCCLVersion == nil {
+		env.NCCLVersion = func() int { return 0 }
+	}
 	return &Session{env: env, devices: map[int]backend.Device{}, comms: map[uint64]*comm{}, commsOnDevice: map[int]int{}}
 }
 

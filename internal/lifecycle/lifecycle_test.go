@@ -57,8 +57,8 @@ func TestSessionCommunicators(t *testing.T) {
 	}
 	l := &logs{}
 	s := session(t, lifecycle.Knobs{Profile: prof, Backend: "cpu", CC: "cc", DumpDir: dir, CacheDir: "off"}, l)
-	a := s.Init(0xa, "comm-a", 1, 2, 0)
-	b := s.Init(0xb, "comm-b", 1, 2, 1)
+	a := s.Init(0xa, "comm-a", 1, 2, 0, 7)
+	b := s.Init(0xb, "comm-b", 1, 2, 1, 7)
 	hookA, ctxA := s.DeviceHook(0, a)
 	hookB, ctxB := s.DeviceHook(0, b)
 	if hookA == 0 || hookA != hookB || ctxA == 0 || ctxB == 0 || ctxA == ctxB {
@@ -101,7 +101,7 @@ func TestSessionInactiveWithoutProfile(t *testing.T) {
 	l := &logs{}
 	s := session(t, lifecycle.Knobs{Backend: "cpu"}, l)
 	for i := range 3 {
-		id := s.Init(uint64(i), "c", 1, 1, 0)
+		id := s.Init(uint64(i), "c", 1, 1, 0, 7)
 		if h, c := s.DeviceHook(0, id); h != 0 || c != 0 {
 			t.Fatalf("inactive session handed out hook %#x ctx %#x", h, c)
 		}

@@ -28,6 +28,10 @@ type Session struct {
 	setupDone bool
 	inactive  string // non-empty: why the plugin does nothing
 	knobs     Knobs
+	// host: the hooks are fed from NCCL's host events (NCCL_HOOKS_SOURCE),
+	// compiled for the host at the first init; NCCL's device hook is not used.
+	host    bool
+	version int // the profiler struct NCCL loaded (5, 6, 7), from the first init
 
 	profile  *config.Profile
 	module   *hookgen.Module
@@ -47,6 +51,8 @@ type Session struct {
 	// commsOnDevice counts the communicators handed a hook on each device:
 	// the next one gets that index (the comm intrinsic).
 	commsOnDevice map[int]int
+
+	deviceHookDeclined bool // the one INFO that the host source declines NCCL's device hook
 }
 
 // comm is one communicator, from its init to its finalize.
@@ -67,11 +73,13 @@ func (c *comm) String() string {
 // Init registers a communicator and returns its handle for DeviceHook and
 // Finalize. The first one of the process reads the knobs
 // and the profile and opens the outputs.
-func (s *Session) Init(commID uint64, name string, nNodes, nRanks, rank int) uint64 {
+// version is the profiler struct NCCL loaded (5, 6 or 7; 0: unknown).
+func (s *Session) Init(commID uint64, name string, nNodes, nRanks, rank, version int) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.setupDone {
 		s.setupDone = true
+		s.version = version
 		s.setup()
 		if s.inactive == "" {
 			if err := s.openOutputs(); err != nil {
@@ -84,8 +92,8 @@ func (s *Session) Init(commID uint64, name string, nNodes, nRanks, rank int) uin
 	c := &comm{id: id, commID: commID, name: name, nNodes: nNodes, nRanks: nRanks, rank: rank}
 	s.comms[id] = c
 	if s.inactive == "" {
-		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: profile %q (%d hooks), backend %s, output %s",
-			c, s.profile.Name, len(s.module.Hooks), s.knobs.Backend, s.jsonl.Path()))
+		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: profile %q (%d hooks), source %s, backend %s, output %s",
+			c, s.profile.Name, len(s.module.Hooks), s.sourceName(), s.knobs.Backend, s.jsonl.Path()))
 	}
 	return id
 }
@@ -115,6 +123,7 @@ func (s *Session) setup() {
 		return
 	}
 	s.profile, s.module = p, m
+	s.chooseSource()
 }
 
 func (s *Session) outputDir() string {
@@ -179,6 +188,13 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 	if s.inactive != "" || s.module == nil {
 		return 0, 0
 	}
+	if s.host {
+		if !s.deviceHookDeclined {
+			s.deviceHookDeclined = true
+			s.env.Log(LogInfo, "ncclhooks: NCCL offers the device hook, but the hooks run on its host events (NCCL_HOOKS_SOURCE=host): no device hook")
+		}
+		return 0, 0
+	}
 	c := s.comms[commID]
 	if c == nil || c.hookAsked {
 		c = s.waitingComm()
@@ -189,7 +205,18 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 			return 0, 0
 		}
 	}
-	index := s.commsOnDevice[ord]
+	cctx, _, ok := s.attach(d, ord, c)
+	if !ok {
+		return 0, 0
+	}
+	return d.Entry(), cctx
+}
+
+// attach gives communicator c (nil: a getDeviceHook with no init before it)
+// the next index on device d and a context of its own, and writes its comm
+// line.
+func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index int, ok bool) {
+	index = s.commsOnDevice[ord]
 	ctxIndex := index
 	if s.knobs.SharedCtx {
 		ctxIndex = 0
@@ -198,7 +225,7 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 	if err != nil {
 		// Only this communicator goes without a hook.
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: device %d: no hook for communicator %d: %v", ord, index, err))
-		return 0, 0
+		return 0, index, false
 	}
 	s.commsOnDevice[ord] = index + 1
 	info := sinks.Comm{Device: ord, Index: index}
@@ -212,7 +239,7 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: writing the comm line: %v", err))
 	}
 	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: device %d, comm index %d, hook %#x ctx %#x", desc, ord, index, d.Entry(), cctx))
-	return d.Entry(), cctx
+	return cctx, index, true
 }
 
 // waitingComm is the oldest communicator that has not asked for a hook.
@@ -304,13 +331,13 @@ func (s *Session) compileGPU() (backend.Compiled, error) {
 	return c, nil
 }
 
-// names are the function names by id, from NCCL's ncclProfilerDevFuncName
-// (read once: they are fixed for the process).
+// names are the function names by id, from NCCL's ncclProfilerDevFuncName,
+// or the host source's table (read once: they are fixed for the process).
 func (s *Session) names() []string {
 	if s.funcNames == nil {
 		s.funcNames = []string{}
 		for id := 0; id < hookgen.MaxFuncIDs; id++ {
-			n := s.env.FuncName(uint32(id))
+			n := s.nameOf(uint32(id))
 			if n == "" {
 				break
 			}
@@ -328,10 +355,18 @@ func (s *Session) funcName(id uint32) string {
 	if int(id) < len(s.funcNames) {
 		return s.funcNames[id]
 	}
-	if n := s.env.FuncName(id); n != "" {
+	if n := s.nameOf(id); n != "" {
 		return n
 	}
 	return fmt.Sprintf("func#%d", id)
+}
+
+// nameOf is the function-name table of the session's source.
+func (s *Session) nameOf(id uint32) string {
+	if s.host {
+		return s.env.HostFuncName(id)
+	}
+	return s.env.FuncName(id)
 }
 
 // Finalize unregisters a communicator; the last one settles the drain:

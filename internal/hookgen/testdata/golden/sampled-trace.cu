@@ -121,9 +121,9 @@ typedef int ncclResult_t;
 // NCCL's logger, variadic: call it with a fixed "%s" format.
 typedef void (*ncclDebugLogger_t)(int level, unsigned long flags, const char* file, int line, const char* fmt, ...);
 
-// The profiler plugin, versions 5 and 6 (one layout). Event descriptors and
-// state arguments stay opaque: the plugin asks for no host events
-// (eActivationMask = 0).
+// The profiler plugin, versions 5 and 6 (one layout). The event descriptors
+// and state arguments are below (host events); the function types take them
+// as void* so that one set of functions serves every version.
 typedef struct {
   const char* name;
   ncclResult_t (*init)(void** context, uint64_t commId, int* eActivationMask, const char* commName, int nNodes,
@@ -165,6 +165,352 @@ NCCLHOOKS_ABI_MEMBER(finalize, 5);
 NCCLHOOKS_ABI_ASSERT(NCCLHOOKS_ABI_AT(ncclProfiler_v7_t, getDeviceHook, 6 * sizeof(void*)), "getDeviceHook follows");
 NCCLHOOKS_ABI_ASSERT(sizeof(ncclProfiler_v5_t) == 6 * sizeof(void*) && sizeof(ncclProfiler_v7_t) == 7 * sizeof(void*),
                      "the profiler structs are 6 and 7 pointers");
+
+// ---- host events: NCCL's profiler event descriptors ----
+//
+// Written member by member from NCCL's published headers:
+// src/include/plugin/nccl_profiler.h (event types, states) and
+// src/include/plugin/profiler/profiler_v5.h and _v6.h at tags v2.28.9-1,
+// v2.29.7-1 and v2.30.7-1, and profiler_v7.h of NVIDIA/nccl commit
+// 889806836097808572f87a2019eefd01f27aae68 (NCCL 2.31's official v7). The
+// plugin reads only the type, parentObj, coll.{func,datatype,algo,proto},
+// p2p.func and kernelCh.{channelId,pTimer}; the asserts below hold that these
+// are at the same offsets in every version, so one reader serves them all.
+#ifndef __cplusplus
+#include <stdbool.h>
+#endif
+#include <stddef.h>
+
+// Event types (eActivationMask bits and descriptor type values).
+#define NCCLHOOKS_PROFILE_GROUP (1 << 0)
+#define NCCLHOOKS_PROFILE_COLL (1 << 1)      // ncclProfileColl: a collective of a launched plan
+#define NCCLHOOKS_PROFILE_P2P (1 << 2)       // ncclProfileP2p: a send or receive of a launched plan
+#define NCCLHOOKS_PROFILE_PROXY_OP (1 << 3)
+#define NCCLHOOKS_PROFILE_PROXY_STEP (1 << 4)
+#define NCCLHOOKS_PROFILE_PROXY_CTRL (1 << 5)
+#define NCCLHOOKS_PROFILE_KERNEL_CH (1 << 6) // ncclProfileKernelCh: one channel of a kernel, GPU timer at start and stop
+#define NCCLHOOKS_PROFILE_NET_PLUGIN (1 << 7)
+#define NCCLHOOKS_PROFILE_GROUP_API (1 << 8)
+#define NCCLHOOKS_PROFILE_COLL_API (1 << 9)
+#define NCCLHOOKS_PROFILE_P2P_API (1 << 10)
+#define NCCLHOOKS_PROFILE_KERNEL_LAUNCH (1 << 11)
+#define NCCLHOOKS_PROFILE_CE_COLL (1 << 12)      // v6
+#define NCCLHOOKS_PROFILE_CE_SYNC (1 << 13)      // v6
+#define NCCLHOOKS_PROFILE_CE_BATCH (1 << 14)     // v6
+#define NCCLHOOKS_PROFILE_KERNEL_PHASE (1 << 15) // official v7 (NCCL 2.31)
+
+// The event state the plugin reads (ncclProfilerEventState_t): the stop of a
+// kernel channel, with its GPU timer in eStateArgs->kernelCh.pTimer. 22 in
+// every version from v5 on.
+#define NCCLHOOKS_STATE_KERNEL_CH_STOP 22
+
+typedef struct {
+  uint64_t type;   // event type: one NCCLHOOKS_PROFILE_* bit
+  void* parentObj; // the parent event's handle (for a kernel channel: its Coll or P2p event)
+  int rank;        // originating rank
+  union {
+    struct {
+      bool graphCaptured;
+      int groupDepth;
+    } groupApi;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      int root;
+      void* stream;
+      bool graphCaptured;
+    } collApi;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      void* stream;
+      bool graphCaptured;
+    } p2pApi;
+    struct {
+      void* stream;
+    } kernelLaunch;
+    struct {
+      uint64_t seqNumber;
+      const char* func;     // "AllReduce" (ncclFuncToString)
+      void const* sendBuff;
+      void* recvBuff;
+      size_t count;
+      int root;
+      const char* datatype; // "ncclFloat32" (ncclDatatypeToString)
+      uint8_t nChannels;
+      uint8_t nWarps;
+      const char* algo;     // "RING" (ncclAlgoToString)
+      const char* proto;    // "LL" (ncclProtoToString)
+      void* parentGroup;
+    } coll;
+    struct {
+      const char* func;     // "Send" or "Recv"
+      void* buff;
+      const char* datatype;
+      size_t count;
+      int peer;
+      uint8_t nChannels;
+      void* parentGroup;
+    } p2p;
+    struct {
+      int pid; // pid_t
+      uint8_t channelId;
+      int peer;
+      int nSteps;
+      int chunkSize;
+      int isSend;
+    } proxyOp;
+    struct {
+      int step;
+    } proxyStep;
+    struct {
+      uint8_t channelId;
+      uint64_t pTimer; // GPU globaltimer at the channel's start
+    } kernelCh;
+    struct {
+      int64_t id;
+      void* data;
+    } netPlugin;
+  };
+} ncclProfilerEventDescr_v5_t;
+
+// The CE descriptors v6 adds to the union (NCCL 2.29 and 2.30).
+#define NCCLHOOKS_DESCR_CE_V6(tag)                                                                             \
+  struct {                                                                                                     \
+    uint64_t seqNumber;                                                                                        \
+    const char* func;                                                                                          \
+    void const* sendBuff;                                                                                      \
+    void* recvBuff;                                                                                            \
+    size_t count;                                                                                              \
+    int root;                                                                                                  \
+    const char* datatype;                                                                                      \
+    const char* syncStrategy;                                                                                  \
+    bool intraBatchSync;                                                                                       \
+    uint32_t batchSize;                                                                                        \
+    uint32_t numBatches;                                                                                       \
+    uint32_t ceSeqNum;                                                                                         \
+    void* stream;                                                                                              \
+    tag                                                                                                        \
+  } ceColl;                                                                                                    \
+  struct {                                                                                                     \
+    bool isComplete;                                                                                           \
+    int nRanks;                                                                                                \
+  } ceCollSync;                                                                                                \
+  struct {                                                                                                     \
+    int numOps;                                                                                                \
+    size_t totalBytes;                                                                                         \
+    bool useIntraSync;                                                                                         \
+  } ceCollBatch;
+
+typedef struct {
+  uint64_t type;
+  void* parentObj;
+  int rank;
+  union {
+    struct {
+      bool graphCaptured;
+      int groupDepth;
+    } groupApi;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      int root;
+      void* stream;
+      bool graphCaptured;
+    } collApi;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      void* stream;
+      bool graphCaptured;
+    } p2pApi;
+    struct {
+      void* stream;
+    } kernelLaunch;
+    struct {
+      uint64_t seqNumber;
+      const char* func;
+      void const* sendBuff;
+      void* recvBuff;
+      size_t count;
+      int root;
+      const char* datatype;
+      uint8_t nChannels;
+      uint8_t nWarps;
+      const char* algo;
+      const char* proto;
+      void* parentGroup;
+    } coll;
+    struct {
+      const char* func;
+      void* buff;
+      const char* datatype;
+      size_t count;
+      int peer;
+      uint8_t nChannels;
+      void* parentGroup;
+    } p2p;
+    struct {
+      int pid;
+      uint8_t channelId;
+      int peer;
+      int nSteps;
+      int chunkSize;
+      int isSend;
+    } proxyOp;
+    struct {
+      int step;
+    } proxyStep;
+    struct {
+      uint8_t channelId;
+      uint64_t pTimer;
+    } kernelCh;
+    struct {
+      int64_t id;
+      void* data;
+    } netPlugin;
+    NCCLHOOKS_DESCR_CE_V6()
+  };
+} ncclProfilerEventDescr_v6_t;
+
+// NCCL 2.31's official v7 descriptor: userTag on the API, coll, p2p and CE
+// descriptors, kernelVariant and isSymColl on coll, and the KernelPhase event.
+typedef struct {
+  uint64_t type;
+  void* parentObj;
+  int rank;
+  union {
+    struct {
+      bool graphCaptured;
+      int groupDepth;
+    } groupApi;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      int root;
+      void* stream;
+      bool graphCaptured;
+      uint64_t userTag;
+    } collApi;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      void* stream;
+      bool graphCaptured;
+      uint64_t userTag;
+    } p2pApi;
+    struct {
+      void* stream;
+    } kernelLaunch;
+    struct {
+      uint64_t seqNumber;
+      const char* func;
+      void const* sendBuff;
+      void* recvBuff;
+      size_t count;
+      int root;
+      const char* datatype;
+      uint8_t nChannels;
+      uint8_t nWarps;
+      const char* algo;
+      const char* proto;
+      void* parentGroup;
+      const char* kernelVariant;
+      bool isSymColl;
+      uint64_t userTag;
+    } coll;
+    struct {
+      const char* func;
+      void* buff;
+      const char* datatype;
+      size_t count;
+      int peer;
+      uint8_t nChannels;
+      void* parentGroup;
+      uint64_t userTag;
+    } p2p;
+    struct {
+      int pid;
+      uint8_t channelId;
+      int peer;
+      int nSteps;
+      int chunkSize;
+      int isSend;
+    } proxyOp;
+    struct {
+      int step;
+    } proxyStep;
+    struct {
+      uint8_t channelId;
+      uint64_t pTimer;
+    } kernelCh;
+    struct {
+      int64_t id;
+      void* data;
+    } netPlugin;
+    NCCLHOOKS_DESCR_CE_V6(uint64_t userTag;)
+    struct {
+      uint8_t channelId;
+      uint8_t phaseId; // 0 initial_sync, 1 compute, 2 final_sync
+      const char* phaseName;
+      uint64_t pTimer;
+    } kernelPhase;
+  };
+} ncclProfilerEventDescr_v7_t;
+
+// State arguments (v5, v6 and official v7 alike).
+typedef union {
+  struct {
+    size_t transSize;
+  } proxyStep;
+  struct {
+    int appendedProxyOps;
+  } proxyCtrl;
+  struct {
+    void* data;
+  } netPlugin;
+  struct {
+    uint64_t pTimer; // GPU globaltimer at the channel's stop
+  } kernelCh;
+} ncclProfilerEventStateArgs_v5_t;
+typedef ncclProfilerEventStateArgs_v5_t ncclProfilerEventStateArgs_v6_t;
+typedef ncclProfilerEventStateArgs_v5_t ncclProfilerEventStateArgs_v7_t;
+
+// What the plugin reads is where v5 has it in v6 and in the official v7.
+#define NCCLHOOKS_ABI_DESCR(m)                                                                                \
+  NCCLHOOKS_ABI_ASSERT(offsetof(ncclProfilerEventDescr_v5_t, m) == offsetof(ncclProfilerEventDescr_v6_t, m) &&  \
+                           offsetof(ncclProfilerEventDescr_v5_t, m) == offsetof(ncclProfilerEventDescr_v7_t, m), \
+                       #m " is at one offset in v5, v6 and v7")
+NCCLHOOKS_ABI_DESCR(type);
+NCCLHOOKS_ABI_DESCR(parentObj);
+NCCLHOOKS_ABI_DESCR(coll.func);
+NCCLHOOKS_ABI_DESCR(coll.datatype);
+NCCLHOOKS_ABI_DESCR(coll.algo);
+NCCLHOOKS_ABI_DESCR(coll.proto);
+NCCLHOOKS_ABI_DESCR(p2p.func);
+NCCLHOOKS_ABI_DESCR(kernelCh.channelId);
+NCCLHOOKS_ABI_DESCR(kernelCh.pTimer);
+// On x86-64 and aarch64 (LP64), as NCCL's builds lay them out.
+NCCLHOOKS_ABI_ASSERT(sizeof(void*) != 8 || (offsetof(ncclProfilerEventDescr_v5_t, coll.func) == 32 &&
+                                            offsetof(ncclProfilerEventDescr_v5_t, coll.datatype) == 72 &&
+                                            offsetof(ncclProfilerEventDescr_v5_t, coll.algo) == 88 &&
+                                            offsetof(ncclProfilerEventDescr_v5_t, coll.proto) == 96 &&
+                                            offsetof(ncclProfilerEventDescr_v5_t, kernelCh.channelId) == 24 &&
+                                            offsetof(ncclProfilerEventDescr_v5_t, kernelCh.pTimer) == 32),
+                     "LP64 descriptor offsets");
+
+// NCCL 2.31's official ncclProfiler_v7 has v6's members (functions taking
+// v7 descriptors); the PR 2285 struct above starts with the same six, so
+// NCCL 2.31 reads the plugin's ncclProfiler_v7 as its own and never reads
+// getDeviceHook.
+typedef ncclProfiler_v6_t ncclProfiler_v7_nccl231_t;
+NCCLHOOKS_ABI_ASSERT(sizeof(ncclProfiler_v7_nccl231_t) == 6 * sizeof(void*), "NCCL 2.31's v7 is six pointers");
 #endif // __CUDACC_RTC__
 
 #endif // NCCLHOOKS_ABI_H
@@ -250,6 +596,10 @@ HK_FN hk_u32 hk_warpid(void) {
   if (hk_thread_slot == 0) hk_thread_slot = 1u + __atomic_fetch_add(&hk_next_thread_slot, 1u, __ATOMIC_RELAXED);
   return hk_thread_slot - 1u;
 }
+/* The host-event source (NCCL_HOOKS_SOURCE=host) calls the hooks for every channel of a
+   communicator from one NCCL proxy thread: before each call it names the (communicator,
+   channel) the call stands for, as each block owns its warp slot on the GPU. */
+__attribute__((visibility("default"))) void ncclhooks_cpu_set_slot(hk_u32 slot) { hk_thread_slot = slot + 1u; }
 HK_FN hk_u64 hk_clock_ns(clockid_t id) {
   struct timespec ts;
   clock_gettime(id, &ts);

@@ -1,0 +1,110 @@
+package lifecycle
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ncclhooks/ncclhooks/internal/backend/cpu"
+	"github.com/ncclhooks/ncclhooks/internal/config"
+)
+
+// HostHook is what the plugin's C side feeds a communicator's host events
+// to: the hook module compiled for the host, the communicator's context, and
+// the module's slot setter (the communicator's channel c runs in pairing
+// slot SlotBase+c).
+type HostHook struct {
+	Entry, Ctx, SetSlot uintptr
+	SlotBase            uint32
+}
+
+// slotsPerComm are the pairing slots of one communicator: a channel id is a
+// byte.
+const slotsPerComm = 256
+
+// chooseSource decides, at the first init, where the hooks' events come
+// from. NCCL calls init before it could offer a device hook, and asks for
+// host events only through init's activation mask, so the choice is made
+// here: auto takes the device hook when NCCL has it (it exports
+// ncclProfilerDevFuncName, as NCCL with pull request 2285 does), else NCCL's
+// host events. Asking for both would make NCCL produce kernel-channel events
+// that no one reads on every communicator that gets a device hook.
+func (s *Session) chooseSource() {
+	switch s.knobs.Source {
+	case "host":
+		s.host = true
+	case "device":
+	default:
+		s.host = !s.env.DeviceHookNCCL()
+	}
+	nccl := ncclDescription(s.env.NCCLVersion(), s.version)
+	if !s.host {
+		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: the hooks run in NCCL's kernels (device hook; NCCL_HOOKS_SOURCE=%s)", nccl, s.knobs.Source))
+		return
+	}
+	if err := config.CheckHostSource(s.profile); err != nil {
+		s.disableLocked(fmt.Sprintf("%s: the profile cannot run on NCCL's host events (NCCL_HOOKS_SOURCE=%s): remove what they do not carry, or run NCCL with the device hook:\n%v",
+			nccl, s.knobs.Source, err))
+		return
+	}
+	start := time.Now()
+	c, err := cpu.Compile(s.module, s.knobs.CC)
+	if err != nil {
+		s.disableLocked(fmt.Sprintf("%s: host-event source: compiling the hooks for the host (NCCL_HOOKS_CC): %v", nccl, err))
+		return
+	}
+	s.compiled = c
+	s.knobs.Backend = "host"
+	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: the hooks run on NCCL's host events (kernel channels with their GPU timers; NCCL_HOOKS_SOURCE=%s), compiled in %v: %s",
+		nccl, s.knobs.Source, time.Since(start).Round(time.Microsecond), c.Info()))
+}
+
+// ncclDescription says which NCCL loaded which of the plugin's structs.
+func ncclDescription(version, profilerVersion int) string {
+	nccl := "NCCL (version unknown)"
+	if version > 0 {
+		nccl = fmt.Sprintf("NCCL %d.%d.%d", version/10000, version/100%100, version%100)
+	}
+	if profilerVersion > 0 {
+		nccl += fmt.Sprintf(" loaded ncclProfiler_v%d", profilerVersion)
+	}
+	return nccl
+}
+
+func (s *Session) sourceName() string {
+	if s.host {
+		return "host events"
+	}
+	return "device hook"
+}
+
+// HostHook returns what communicator id's host events feed, loading the
+// module on device ord first. host is false when the hooks do not run on
+// host events (then NCCL is asked for none); true with a zero HostHook when
+// only this communicator goes without (it ignores its events).
+func (s *Session) HostHook(id uint64, ord int) (hh HostHook, host bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.host || s.inactive != "" {
+		return HostHook{}, false
+	}
+	c := s.comms[id]
+	if c == nil {
+		return HostHook{}, true
+	}
+	d, ok := s.devices[ord]
+	if !ok {
+		if d = s.loadDevice(ord); d == nil {
+			return HostHook{}, s.inactive == ""
+		}
+	}
+	setter, ok := d.(interface{ SetSlot() uintptr })
+	if !ok || setter.SetSlot() == 0 {
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: device %d: the host module has no slot setter: %s gets no host events", ord, c))
+		return HostHook{}, true
+	}
+	ctx, index, ok := s.attach(d, ord, c)
+	if !ok {
+		return HostHook{}, true
+	}
+	return HostHook{Entry: d.Entry(), Ctx: ctx, SetSlot: setter.SetSlot(), SlotBase: uint32(index * slotsPerComm)}, true
+}

@@ -1,0 +1,196 @@
+// hostdriver plays released NCCL against the plugin: no device hook, only the
+// host events of ncclProfiler_v5 (NCCL 2.28), _v6 (2.29, 2.30) or the
+// official _v7 (2.31), called as NCCL calls them (src/plugin/profiler.cc,
+// src/transport/profiler.cc): per communicator, init on its own thread;
+// per collective a Coll (or P2p) event started at launch; per channel a
+// KernelCh event started with the GPU timer of the channel's start, whose
+// parent is the Coll event; the proxy starts every channel's event before it
+// stops any (recordEventState(ncclProfilerKernelChStop) with the stop timer,
+// then stopEvent); the Coll event stops when the launch returns, before the
+// channels start; finalize.
+//
+// Usage: hostdriver PLUGIN VERSION COMMS COLLS CHANNELS. Build: cc -O2
+// -pthread -rdynamic -I../internal/abi hostdriver.c -ldl. Output: "LOG
+// <level> <msg>" per plugin log line, "MASK <comm> <mask>", then "DONE".
+//
+// The descriptors are built from ncclhooks_abi.h's copies of NCCL's headers,
+// of the version given. Timers and names follow from the indices (the test
+// computes the same): collective k of communicator c uses colls[k % NCOLLS];
+// channel ch starts at T(c, k, ch) and lasts D(k, ch).
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ncclhooks_abi.h"
+
+static int version, comms, colls, channels;
+
+// ncclGetVersion of the NCCL this driver stands for.
+int ncclGetVersion(int* v) {
+  *v = version == 5 ? 22809 : version == 6 ? 23007 : 23102;
+  return 0;
+}
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static void logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
+  (void)flags; (void)file; (void)line;
+  char buf[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  for (char* p = buf; *p; p++) if (*p == '\n') *p = ' ';
+  pthread_mutex_lock(&mu);
+  printf("LOG %d %s\n", level, buf);
+  fflush(stdout);
+  pthread_mutex_unlock(&mu);
+}
+
+// What the launches are: func, datatype, algo, proto (NULL for P2p), as
+// NCCL's *ToString functions spell them.
+typedef struct { const char *func, *datatype, *algo, *proto; } coll_t;
+static const coll_t collTable[] = {
+  {"AllReduce", "ncclFloat32", "RING", "LL"},
+  {"Send", "ncclFloat32", NULL, NULL},
+  {"AllGather", "ncclBfloat16", "RING", "SIMPLE"},
+  {"ReduceScatter", "ncclInt32", "RING", "LL128"},
+  {"AllReduce", "ncclBfloat16", "TREE", "SIMPLE"},
+  {"Recv", "ncclFloat32", NULL, NULL},
+};
+#define NCOLLS (sizeof collTable / sizeof collTable[0])
+
+#define T(c, k, ch) (1000000000000ULL + (uint64_t)(c) * 1000000000ULL + (uint64_t)(k) * 1000000ULL + (uint64_t)(ch) * 1000ULL)
+#define D(k, ch) (100ULL + (uint64_t)(k) * 10ULL + (uint64_t)(ch))
+
+static ncclProfiler_v5_t* prof;
+
+// descr fills a descriptor of the driver's version: the members that matter
+// are set through the struct of that version (their offsets agree, which the
+// header asserts; this is what NCCL of each version writes).
+typedef union {
+  ncclProfilerEventDescr_v5_t v5;
+  ncclProfilerEventDescr_v6_t v6;
+  ncclProfilerEventDescr_v7_t v7;
+} descr_t;
+
+static void collDescr(descr_t* d, const coll_t* c, int rank) {
+  memset(d, 0, sizeof *d);
+  if (version == 7) {
+    d->v7.rank = rank;
+    if (!c->algo) {
+      d->v7.type = NCCLHOOKS_PROFILE_P2P;
+      d->v7.p2p.func = c->func;
+      d->v7.p2p.datatype = c->datatype;
+      d->v7.p2p.userTag = 7;
+    } else {
+      d->v7.type = NCCLHOOKS_PROFILE_COLL;
+      d->v7.coll.func = c->func, d->v7.coll.datatype = c->datatype, d->v7.coll.algo = c->algo, d->v7.coll.proto = c->proto;
+      d->v7.coll.kernelVariant = "default";
+      d->v7.coll.userTag = 7;
+    }
+  } else if (version == 6) {
+    d->v6.rank = rank;
+    if (!c->algo) {
+      d->v6.type = NCCLHOOKS_PROFILE_P2P;
+      d->v6.p2p.func = c->func, d->v6.p2p.datatype = c->datatype;
+    } else {
+      d->v6.type = NCCLHOOKS_PROFILE_COLL;
+      d->v6.coll.func = c->func, d->v6.coll.datatype = c->datatype, d->v6.coll.algo = c->algo, d->v6.coll.proto = c->proto;
+    }
+  } else {
+    d->v5.rank = rank;
+    if (!c->algo) {
+      d->v5.type = NCCLHOOKS_PROFILE_P2P;
+      d->v5.p2p.func = c->func, d->v5.p2p.datatype = c->datatype;
+    } else {
+      d->v5.type = NCCLHOOKS_PROFILE_COLL;
+      d->v5.coll.func = c->func, d->v5.coll.datatype = c->datatype, d->v5.coll.algo = c->algo, d->v5.coll.proto = c->proto;
+    }
+  }
+}
+
+static void kernelChDescr(descr_t* d, void* parent, int ch, uint64_t start) {
+  memset(d, 0, sizeof *d);
+  if (version == 7) {
+    d->v7.type = NCCLHOOKS_PROFILE_KERNEL_CH, d->v7.parentObj = parent;
+    d->v7.kernelCh.channelId = (uint8_t)ch, d->v7.kernelCh.pTimer = start;
+  } else if (version == 6) {
+    d->v6.type = NCCLHOOKS_PROFILE_KERNEL_CH, d->v6.parentObj = parent;
+    d->v6.kernelCh.channelId = (uint8_t)ch, d->v6.kernelCh.pTimer = start;
+  } else {
+    d->v5.type = NCCLHOOKS_PROFILE_KERNEL_CH, d->v5.parentObj = parent;
+    d->v5.kernelCh.channelId = (uint8_t)ch, d->v5.kernelCh.pTimer = start;
+  }
+}
+
+static void* comm(void* arg) {
+  int c = (int)(intptr_t)arg;
+  void* ctx = NULL;
+  int mask = -1;
+  char name[32];
+  snprintf(name, sizeof name, "host-comm-%d", c);
+  prof->init(&ctx, 0x1000 + (uint64_t)c, &mask, name, 1, comms, c, logger);
+  pthread_mutex_lock(&mu);
+  printf("MASK %d %d\n", c, mask);
+  fflush(stdout);
+  pthread_mutex_unlock(&mu);
+  void** kch = calloc((size_t)channels, sizeof(void*));
+  for (int k = 0; k < colls; k++) {
+    descr_t d;
+    void* task = NULL;
+    if (mask & (NCCLHOOKS_PROFILE_COLL | NCCLHOOKS_PROFILE_P2P)) {
+      collDescr(&d, &collTable[k % NCOLLS], c);
+      prof->startEvent(ctx, &task, &d);
+      // NCCL stops the task events when the launch returns, before the
+      // kernel runs; the channels still name the handle as their parent.
+      if (task) prof->stopEvent(task);
+    }
+    if (!(mask & NCCLHOOKS_PROFILE_KERNEL_CH)) continue;
+    for (int ch = 0; ch < channels; ch++) {
+      kernelChDescr(&d, task, ch, T(c, k, ch));
+      kch[ch] = NULL;
+      prof->startEvent(ctx, &kch[ch], &d);
+    }
+    for (int ch = 0; ch < channels; ch++) {
+      if (!kch[ch]) continue;
+      ncclProfilerEventStateArgs_v5_t a;
+      memset(&a, 0, sizeof a);
+      a.kernelCh.pTimer = T(c, k, ch) + D(k, ch);
+      prof->recordEventState(kch[ch], NCCLHOOKS_STATE_KERNEL_CH_STOP, &a);
+      prof->stopEvent(kch[ch]);
+    }
+  }
+  free(kch);
+  prof->finalize(ctx);
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    fprintf(stderr, "usage: hostdriver PLUGIN VERSION COMMS COLLS CHANNELS\n");
+    return 2;
+  }
+  version = atoi(argv[2]), comms = atoi(argv[3]), colls = atoi(argv[4]), channels = atoi(argv[5]);
+  void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    fprintf(stderr, "dlopen: %s\n", dlerror());
+    return 1;
+  }
+  char sym[32];
+  snprintf(sym, sizeof sym, "ncclProfiler_v%d", version);
+  prof = (ncclProfiler_v5_t*)dlsym(lib, sym);
+  if (!prof) {
+    fprintf(stderr, "no %s\n", sym);
+    return 1;
+  }
+  pthread_t* th = calloc((size_t)comms, sizeof(pthread_t));
+  for (int c = 0; c < comms; c++) pthread_create(&th[c], NULL, comm, (void*)(intptr_t)c);
+  for (int c = 0; c < comms; c++) pthread_join(th[c], NULL);
+  printf("DONE\n");
+  return 0;
+}
