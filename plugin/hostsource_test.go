@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ncclhooks/ncclhooks/internal/schema"
+)
+
+// The host-event source, tested as released NCCL drives it: testdata/hostdriver.c
+// calls init/startEvent/recordEventState/stopEvent/finalize of ncclProfiler_v5
+// (NCCL 2.28), _v6 (2.30) or the official _v7 (2.31) with descriptors of that
+// version, one thread per communicator, and exports no device hook.
+
+// hostColls are hostdriver.c's collTable, by the device function NCCL would
+// run for each (reductions with Sum, signed types by their unsigned twin).
+var hostColls = []string{
+	"AllReduce_Sum_f32_RING_LL", "SendRecv", "AllGather_RING_SIMPLE",
+	"ReduceScatter_Sum_u32_RING_LL128", "AllReduce_Sum_bf16_TREE_SIMPLE", "SendRecv",
+}
+
+// hostT and hostD are hostdriver.c's T and D: where channel ch of collective
+// k of the communicator of rank c starts, and how long it lasts.
+func hostT(c, k, ch int) uint64 {
+	return 1000000000000 + uint64(c)*1000000000 + uint64(k)*1000000 + uint64(ch)*1000
+}
+func hostD(k, ch int) uint64 { return 100 + uint64(k)*10 + uint64(ch) }
+
+type hostRun struct {
+	out   string
+	warns []string
+	masks map[int]int // communicator -> the activation mask init gave NCCL
+}
+
+func runHostDriver(t *testing.T, env []string, version, comms, colls, channels int) *hostRun {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hostdriver")
+	if out, err := exec.Command("cc", "-O2", "-Wall", "-Werror", "-pthread", "-rdynamic", "-I../internal/abi", "-o", bin,
+		"testdata/hostdriver.c", "-ldl").CombinedOutput(); err != nil {
+		t.Fatalf("building hostdriver: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, pluginPath, fmt.Sprint(version), fmt.Sprint(comms), fmt.Sprint(colls), fmt.Sprint(channels))
+	cmd.Env = append(filteredEnv(), env...)
+	out, err := cmd.CombinedOutput()
+	r := &hostRun{out: string(out), masks: map[int]int{}}
+	if err != nil || !strings.Contains(r.out, "DONE") {
+		t.Fatalf("hostdriver: %v\n%s", err, out)
+	}
+	for _, l := range strings.Split(r.out, "\n") {
+		var c, m int
+		switch {
+		case strings.HasPrefix(l, "LOG 2 "):
+			r.warns = append(r.warns, strings.TrimPrefix(l, "LOG 2 "))
+		case strings.HasPrefix(l, "MASK "):
+			fmt.Sscanf(l, "MASK %d %d", &c, &m)
+			r.masks[c] = m
+		}
+	}
+	return r
+}
+
+// hostOutput is one run's output, decoded.
+type hostOutput struct {
+	header  schema.Header
+	ranks   map[int]int // comm index -> rank (the driver's communicator)
+	records map[string][]map[string]json.RawMessage
+	final   map[string]schema.DumpStats
+	aggs    map[string]schema.Aggregate // hook/name -> final snapshot
+}
+
+func readHostOutput(t *testing.T, dir string) *hostOutput {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("want one output file in %s, got %v", dir, files)
+	}
+	f, err := os.Open(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	o := &hostOutput{ranks: map[int]int{}, records: map[string][]map[string]json.RawMessage{},
+		final: map[string]schema.DumpStats{}, aggs: map[string]schema.Aggregate{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var typ struct{ Type string }
+		if err := json.Unmarshal(sc.Bytes(), &typ); err != nil {
+			t.Fatalf("bad JSON line %q: %v", sc.Text(), err)
+		}
+		switch typ.Type {
+		case "header":
+			json.Unmarshal(sc.Bytes(), &o.header)
+		case "comm":
+			var c schema.Comm
+			json.Unmarshal(sc.Bytes(), &c)
+			o.ranks[c.Comm] = c.Rank
+		case "record":
+			var r map[string]json.RawMessage
+			json.Unmarshal(sc.Bytes(), &r)
+			var hook string
+			json.Unmarshal(r["hook"], &hook)
+			o.records[hook] = append(o.records[hook], r)
+		case "dump_stats":
+			var d schema.DumpStats
+			json.Unmarshal(sc.Bytes(), &d)
+			if d.Final {
+				o.final[d.Hook] = d
+			}
+		case "aggregate":
+			var a schema.Aggregate
+			json.Unmarshal(sc.Bytes(), &a)
+			if a.Final {
+				o.aggs[a.Hook+"/"+a.Name] = a
+			}
+		}
+	}
+	return o
+}
+
+func num(t *testing.T, r map[string]json.RawMessage, key string) uint64 {
+	t.Helper()
+	var v uint64
+	if err := json.Unmarshal(r[key], &v); err != nil {
+		t.Fatalf("record %v: %s: %v", r, key, err)
+	}
+	return v
+}
+
+// Every kernel channel of every collective of every communicator becomes one
+// START and one STOP record with NCCL's GPU timers, its channel, a work
+// counter per (communicator, channel), the function NCCL ran and the
+// communicator; name predicates select by those names; duration pairs each
+// STOP with its START although the proxy starts every channel before it
+// stops one; and records + drops = matched, exactly, for each NCCL version's
+// struct and descriptors.
+func TestHostEventsExact(t *testing.T) {
+	const comms, colls, channels = 4, 30, 8
+	for _, version := range []int{5, 6, 7} {
+		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+			dir := t.TempDir()
+			prof := writeProfile(t, dir, `version: 1
+name: host
+output: {dump_interval: 1h}
+hooks:
+  - name: all
+    fields: [timestamp, workCounter, channelId, phase, funcId, comm]
+    buffer: {slots: 4096}
+  - name: allreduce
+    when: func startsWith "AllReduce" && phase == STOP
+    fields: [workCounter, channelId, phase, comm, duration]
+  - name: latency
+    when: phase == STOP && paired
+    aggregate:
+      - {name: per_func, kind: sum, value: duration, by: [funcId]}
+      - {name: per_channel, kind: count, by: [channelId]}
+`)
+			r := runHostDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_DUMP_DIR=" + dir}, version, comms, colls, channels)
+			if len(r.warns) != 0 {
+				t.Fatalf("WARN lines: %v\n%s", r.warns, r.out)
+			}
+			for c := range comms {
+				if want := 1<<1 | 1<<2 | 1<<6; r.masks[c] != want {
+					t.Errorf("communicator %d: activation mask %#x, want Coll|P2p|KernelCh %#x", c, r.masks[c], want)
+				}
+			}
+			wantNCCL := map[int]string{5: "NCCL 2.28.9 loaded ncclProfiler_v5", 6: "NCCL 2.30.7 loaded ncclProfiler_v6", 7: "NCCL 2.31.2 loaded ncclProfiler_v7"}[version]
+			if !strings.Contains(r.out, wantNCCL+": the hooks run on NCCL's host events") {
+				t.Errorf("no INFO %q naming the source:\n%s", wantNCCL, r.out)
+			}
+			o := readHostOutput(t, dir)
+			if o.header.Backend != "host" || len(o.ranks) != comms {
+				t.Fatalf("header backend %q, %d comm lines; want host, %d", o.header.Backend, len(o.ranks), comms)
+			}
+
+			type key struct{ rank, k, ch, phase int }
+			seen := map[key]bool{}
+			for _, rec := range o.records["all"] {
+				rank, ok := o.ranks[int(num(t, rec, "comm"))]
+				wc, ch, ph := num(t, rec, "workCounter"), int(num(t, rec, "channelId")), int(num(t, rec, "phase"))
+				k := int(wc) - 1
+				kk := key{rank, k, ch, ph}
+				if !ok || k < 0 || k >= colls || ch >= channels || ph > 1 || seen[kk] {
+					t.Fatalf("record %v: no such kernel channel, or a second record of it", rec)
+				}
+				seen[kk] = true
+				want := hostT(rank, k, ch)
+				if ph == 1 {
+					want += hostD(k, ch)
+				}
+				var fn string
+				json.Unmarshal(rec["func"], &fn)
+				if ts := num(t, rec, "timestamp"); ts != want || fn != hostColls[k%len(hostColls)] {
+					t.Errorf("rank %d collective %d channel %d phase %d: timestamp %d func %q; NCCL reported %d for %q", rank, k, ch, ph, ts, fn, want, hostColls[k%len(hostColls)])
+				}
+			}
+			events := uint64(comms * colls * channels * 2)
+			if st := o.final["all"]; uint64(len(o.records["all"])) != events || st.Matched != events || st.Records != events || st.Dropped != 0 {
+				t.Errorf("hook all: %d records, final dump %+v; want every one of %d events", len(o.records["all"]), st, events)
+			}
+
+			// The name predicate: STOPs of the AllReduce collectives, each with its duration.
+			wantAR := 0
+			for k := range colls {
+				if strings.HasPrefix(hostColls[k%len(hostColls)], "AllReduce") {
+					wantAR += comms * channels
+				}
+			}
+			for _, rec := range o.records["allreduce"] {
+				k, ch := int(num(t, rec, "workCounter"))-1, int(num(t, rec, "channelId"))
+				if !strings.HasPrefix(hostColls[k%len(hostColls)], "AllReduce") || num(t, rec, "duration") != hostD(k, ch) {
+					t.Errorf("allreduce record %v: collective %d is %s, lasting %d", rec, k, hostColls[k%len(hostColls)], hostD(k, ch))
+				}
+			}
+			if st := o.final["allreduce"]; len(o.records["allreduce"]) != wantAR || st.Matched != uint64(wantAR) || st.Records != uint64(wantAR) {
+				t.Errorf("hook allreduce: %d records, final %+v; want %d", len(o.records["allreduce"]), st, wantAR)
+			}
+
+			// The aggregates, against the driver's own durations.
+			wantSum, wantCount := map[string]uint64{}, map[string]uint64{}
+			for k := range colls {
+				for ch := range channels {
+					wantSum[hostColls[k%len(hostColls)]] += comms * hostD(k, ch)
+					wantCount[fmt.Sprint(ch)] += comms
+				}
+			}
+			gotSum := map[string]uint64{}
+			for _, row := range o.aggs["latency/per_func"].Rows {
+				s, err := row.Sum.Int64()
+				if err != nil {
+					t.Fatalf("per_func %s: sum %q: %v", row.Func, row.Sum, err)
+				}
+				gotSum[row.Func] = uint64(s)
+				if want := uint64(comms * channels * countOf(row.Func, colls)); row.Count != want {
+					t.Errorf("per_func %s: %d paired STOPs, want %d", row.Func, row.Count, want)
+				}
+			}
+			if fmt.Sprint(gotSum) != fmt.Sprint(wantSum) {
+				t.Errorf("sum of durations by function %v, want %v", gotSum, wantSum)
+			}
+			gotCount := map[string]uint64{}
+			for _, row := range o.aggs["latency/per_channel"].Rows {
+				gotCount[string(row.ChannelID)] = row.Count
+			}
+			if fmt.Sprint(gotCount) != fmt.Sprint(wantCount) {
+				t.Errorf("paired STOPs by channel %v, want %v", gotCount, wantCount)
+			}
+		})
+	}
+}
+
+// countOf is how many of colls collectives run the function name.
+func countOf(name string, colls int) int {
+	n := 0
+	for k := range colls {
+		if hostColls[k%len(hostColls)] == name {
+			n++
+		}
+	}
+	return n
+}
+
+// A buffer far smaller than the burst of events: what does not fit is
+// counted as dropped, records + drops = matched = events, exactly.
+func TestHostEventsOverflowCounted(t *testing.T) {
+	const comms, colls, channels = 4, 400, 16
+	dir := t.TempDir()
+	prof := writeProfile(t, dir, `version: 1
+name: overflow
+output: {dump_interval: 1h}
+hooks:
+  - name: all
+    fields: [timestamp, workCounter, channelId, phase, comm]
+    buffer: {slots: 16}
+`)
+	r := runHostDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_DUMP_DIR=" + dir}, 5, comms, colls, channels)
+	o := readHostOutput(t, dir)
+	st := o.final["all"]
+	events := uint64(comms * colls * channels * 2)
+	if st.Matched != events || st.Records+st.Dropped != events || uint64(len(o.records["all"])) != st.Records || st.Pending != 0 {
+		t.Fatalf("final dump %+v with %d record lines; want records + dropped = matched = %d", st, len(o.records["all"]), events)
+	}
+	if st.Dropped == 0 {
+		t.Fatalf("no drops with 16 slots for a burst of %d events: the overflow was not exercised", events)
+	}
+	if !strings.Contains(strings.Join(r.warns, "\n"), "buffer.slots") {
+		t.Errorf("no WARN naming buffer.slots for the drops:\n%s", r.out)
+	}
+}
+
+// A profile that needs what no host event carries is refused at init with
+// the YAML positions, and the plugin asks NCCL for no events at all;
+// NCCL_HOOKS_SOURCE=device on an NCCL without the hook asks for none either.
+func TestHostSourceRefusals(t *testing.T) {
+	dir := t.TempDir()
+	prof := writeProfile(t, dir, `version: 1
+name: smid
+hooks:
+  - name: where
+    when: phase == STOP
+    fields: [timestamp, smid]
+`)
+	r := runHostDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_DUMP_DIR=" + dir}, 5, 2, 3, 2)
+	if len(r.warns) != 1 || !strings.Contains(r.warns[0], "profile.yaml:6:25: smid (in hook \"where\" fields) is not available from NCCL's host events") {
+		t.Errorf("want one WARN naming smid at profile.yaml:6:25, got %q", r.warns)
+	}
+	for c, m := range r.masks {
+		if m != 0 {
+			t.Errorf("communicator %d: activation mask %#x for a refused profile; want 0", c, m)
+		}
+	}
+
+	prof = writeProfile(t, dir, "version: 1\nname: p\nhooks:\n  - name: all\n    fields: [timestamp]\n")
+	r = runHostDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_DUMP_DIR=" + dir, "NCCL_HOOKS_SOURCE=device"}, 7, 2, 3, 2)
+	for c, m := range r.masks {
+		if m != 0 {
+			t.Errorf("NCCL_HOOKS_SOURCE=device: communicator %d: activation mask %#x; want 0", c, m)
+		}
+	}
+	if !strings.Contains(r.out, "the hooks run in NCCL's kernels (device hook; NCCL_HOOKS_SOURCE=device)") {
+		t.Errorf("no INFO naming the device source:\n%s", r.out)
+	}
+}
