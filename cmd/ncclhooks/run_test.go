@@ -348,3 +348,35 @@ func TestRunPlantedSlowdown(t *testing.T) {
 		}
 	}
 }
+
+// validate --source host refuses, up front and at their positions, the
+// values NCCL's host events do not carry; the same profile is fine for the
+// device, and a profile without them is fine for both.
+func TestValidateSourceHost(t *testing.T) {
+	dir := t.TempDir()
+	prof := writeFile(t, dir, "dev.yaml", `version: 1
+name: dev
+hooks:
+  - name: h
+    let: [{name: c, expr: clock + 1}]
+    when: phase == STOP && smid < 4
+    fields: [timestamp, smid, c]
+`)
+	out, code := cli(t, "validate", "--source", "host", prof, "../../examples/latency.yaml")
+	for _, want := range []string{
+		`dev.yaml:5:27: clock (in hook "h" let c) is not available from NCCL's host events`,
+		`dev.yaml:6:28: smid (in hook "h" when) is not available`,
+		`dev.yaml:7:25: smid (in hook "h" fields) is not available`,
+		"latency.yaml: ok",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate --source host lacks %q:\n%s", want, out)
+		}
+	}
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if out, code := cli(t, "validate", "--no-gpu-check", prof); code != 0 {
+		t.Errorf("validate for the device: exit %d:\n%s", code, out)
+	}
+}

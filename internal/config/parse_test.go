@@ -55,7 +55,7 @@ func comparable(p *Profile) *Profile {
 			return nil
 		}
 		y := *x
-		y.Tree = nil
+		y.Tree, y.src = nil, nil
 		y.FuncPreds = nil
 		for _, fp := range x.FuncPreds {
 			f := *fp
