@@ -137,6 +137,9 @@ NCCLHOOKS_ABI_ASSERT(sizeof(ncclProfiler_v5_t) == 6 * sizeof(void*) && sizeof(nc
 // plugin reads only the type, parentObj, coll.{func,datatype,algo,proto},
 // p2p.func and kernelCh.{channelId,pTimer}; the asserts below hold that these
 // are at the same offsets in every version, so one reader serves them all.
+// Like NCCL's, they use anonymous unions: C11 or C++ (not C99).
+#if defined(__cplusplus) || (defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L)
+#define NCCLHOOKS_ABI_HOST_EVENTS 1
 #ifndef __cplusplus
 #include <stdbool.h>
 #endif
@@ -472,6 +475,7 @@ NCCLHOOKS_ABI_ASSERT(sizeof(void*) != 8 || (offsetof(ncclProfilerEventDescr_v5_t
 // getDeviceHook.
 typedef ncclProfiler_v6_t ncclProfiler_v7_nccl231_t;
 NCCLHOOKS_ABI_ASSERT(sizeof(ncclProfiler_v7_nccl231_t) == 6 * sizeof(void*), "NCCL 2.31's v7 is six pointers");
+#endif // C11 or C++
 #endif // __CUDACC_RTC__
 
 #endif // NCCLHOOKS_ABI_H
