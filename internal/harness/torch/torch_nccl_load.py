@@ -5,12 +5,18 @@ Runs an all-reduce with the NCCL backend (world size = the GPUs present, at
 most 2) with NCCL_PROFILER_PLUGIN pointing at the plugin, twice in one process
 (destroy and re-create the process group: NCCL closes and reloads the plugin),
 and checks: the results are right, NCCL logged that it loaded the plugin (and
-which struct version), the plugin's init and finalize lines appear, and every
-process exits cleanly. Exits 0 on success, 77 (skip) where torch, CUDA or the
+which struct version), the plugin's init and finalize lines appear, every
+process exits cleanly, and the plugin recorded: each worker's output file
+(ncclhooks-<host>-<pid>.jsonl in OUTDIR) has record lines or aggregate rows
+for the all-reduces and all-to-alls (from NCCL's host events on released NCCL, which has no
+device hook: NCCL_HOOKS_SOURCE=auto picks them), with records + dropped =
+matched in every final dump_stats line. Exits 0 on success, 77 (skip) where torch, CUDA or the
 plugin is missing, 1 on failure.
 
 usage: torch_nccl_load.py PLUGIN.so PROFILE.yaml [OUTDIR]
 """
+import glob
+import json
 import os
 import re
 import subprocess
@@ -32,6 +38,14 @@ def worker(rank, world, port):
         torch.cuda.synchronize()
         want = world * (world + 1) / 2
         ok = bool(torch.all(x == want).item())
+        # With one GPU the all-reduce launches no kernel, so NCCL reports no
+        # kernel channel; an all-to-all is send/recv to every rank, itself
+        # included, and runs a real kernel at any world size.
+        a = torch.arange(world * 4096, dtype=torch.float32, device="cuda") + rank * 1e6
+        b = torch.empty_like(a)
+        dist.all_to_all_single(b, a)
+        torch.cuda.synchronize()
+        ok = ok and bool(b[rank * 4096:(rank + 1) * 4096].eq(a[rank * 4096:(rank + 1) * 4096]).all().item())
         print(f"RESULT round={round_} rank={rank} ok={ok} value={x[0].item()} want={want}", flush=True)
         dist.destroy_process_group()
     print(f"EXIT rank={rank}", flush=True)
@@ -70,6 +84,7 @@ def main():
         "NVSHMEM_DISABLE_NVLS": "1",
         "PYTHONUNBUFFERED": "1",
     })
+    os.makedirs(outdir, exist_ok=True)
     port = 29500 + os.getpid() % 1000
     procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), str(world), str(port)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -100,6 +115,7 @@ def main():
         failures.append(f"plugin init lines: {len(inits)}, want >= {2 * world}")
     if len(finals) < 2 * world:
         failures.append(f"plugin finalize lines: {len(finals)}, want >= {2 * world}")
+    failures += check_outputs(outdir, [p.pid for p in procs])
     for l in log.splitlines():
         if "ncclhooks" in l or "PROFILER/Plugin" in l or l.startswith("RESULT") or l.startswith("EXIT") or "WARN" in l:
             print(l)
@@ -109,6 +125,52 @@ def main():
         return 1
     print("PASS")
     return 0
+
+
+def check_outputs(outdir, pids):
+    """Each worker's output has records (or aggregate rows) and exact accounting."""
+    failures = []
+    for pid in pids:
+        files = glob.glob(os.path.join(outdir, f"ncclhooks-*-{pid}.jsonl")) + \
+            glob.glob(os.path.join(outdir, f"ncclhooks-*-{pid}.*.jsonl"))
+        if len(files) != 1:
+            failures.append(f"worker pid {pid}: want one output file in {outdir}, found {files}")
+            continue
+        header, records, rows, funcs, finals = {}, 0, 0, set(), {}
+        with open(files[0]) as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    v = json.loads(line)
+                except ValueError as e:
+                    failures.append(f"{files[0]}:{n}: not JSON: {e}")
+                    break
+                t = v.get("type")
+                if t == "header":
+                    header = v
+                elif t == "record":
+                    records += 1
+                    if "func" in v:
+                        funcs.add(v["func"])
+                elif t == "aggregate" and v.get("final"):
+                    rows += len(v.get("rows", []))
+                    funcs.update(r["func"] for r in v.get("rows", []) if "func" in r)
+                elif t == "dump_stats" and v.get("final"):
+                    finals[(v["hook"], v["device"])] = v
+        bad = [f"{h}/dev{d}: records {s['records_total']} + dropped {s['dropped_total']} != matched {s['matched_total']}"
+               for (h, d), s in finals.items() if s["records_total"] + s["dropped_total"] != s["matched_total"]]
+        print(f"OUTPUT pid={pid} file={files[0]} backend={header.get('backend')} records={records} "
+              f"aggregate_rows={rows} functions={sorted(funcs)} final_dumps={len(finals)}")
+        if records == 0 and rows == 0:
+            failures.append(f"worker pid {pid}: {files[0]} has no record lines and no aggregate rows: "
+                            f"the plugin loaded but recorded nothing (backend {header.get('backend')!r}; "
+                            "on released NCCL it should be 'host': see the ncclhooks INFO lines above)")
+        if not finals:
+            failures.append(f"worker pid {pid}: no final dump_stats line in {files[0]}")
+        if bad:
+            failures.append(f"worker pid {pid}: inexact accounting: " + "; ".join(bad))
+        if funcs and not any(fn.startswith("AllReduce") or fn == "SendRecv" for fn in funcs):
+            failures.append(f"worker pid {pid}: neither AllReduce nor SendRecv among the functions {sorted(funcs)}")
+    return failures
 
 
 if __name__ == "__main__":
