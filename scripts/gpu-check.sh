@@ -8,9 +8,15 @@
 #      harness/gpu and the caller matrix (harness/callers: nvcc-built callers)
 #   3. the examples through the harness, stream and graph mode
 #   4. acceptance inside each patched NCCL and the time per NCCL call
-#   5. the hook cost against the nop hook (ncclhooks bench, one rate)
-#   6. the SASS of each example's hook: instructions, atomics, reductions, loads, stores
-# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples sass bench"
+#   5. NCCL's host events (NCCL_HOOKS_SOURCE=host, scripts/nccl-host.sh): the
+#      torch wheel's NCCL (2.28.9, no device hook; must load v5), each patched
+#      NCCL from step 1 from host events and from the device hook (must load
+#      v7), NCCL 2.31 where NCCL_231_DIR names a build of it (its official v7),
+#      torch_nccl_load.py (records must appear), and the latency durations of
+#      each side by side
+#   6. the hook cost against the nop hook (ncclhooks bench, one rate)
+#   7. the SASS of each example's hook: instructions, atomics, reductions, loads, stores
+# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host sass bench"
 # picks steps (default all but bench), GPU_TESTS test packages, NCCL_TAGS tags.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +39,7 @@ run) ;;
 *) echo "usage: $0 build|run"; exit 2 ;;
 esac
 OUT=${OUT:-out/gpu-check}
-STEPS=${STEPS:-tests nccl examples}
+STEPS=${STEPS:-tests nccl examples host}
 ROOT=$PWD
 WORK=/tmp/gpu-check # everything; $OUT gets the summary files only (the device tool brings back 8)
 mkdir -p "$OUT" "$WORK"
@@ -91,6 +97,40 @@ if k:
       OUT=$OUT BIN=$BIN WORK=$WORK/accept scripts/nccl-accept.sh "$WORK/nccl-$tag" "${opt[@]}"; echo "exit $?"
     done
     tar cJf "$OUT/nccl-libs.tar.xz" -C "$WORK" $(cd "$WORK" && ls -d nccl-v*/lib nccl-v*/include nccl-v*/build-info.txt 2>/dev/null) 2>/dev/null
+  fi
+  if has host; then
+    echo "== NCCL's host events (NCCL_HOOKS_SOURCE=host): the torch wheel's NCCL"
+    wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>&1)
+    if [ -f "$wheel/lib/libnccl.so.2" ] && [ -f "$wheel/include/nccl.h" ]; then
+      OUT=$OUT BIN=$BIN WORK=$WORK/host scripts/nccl-host.sh "$wheel/lib" "$wheel/include" wheel --source host --expect-struct 5
+      echo "exit $? (wheel, host events)"
+    else
+      echo "FAIL host: the torch wheel's NCCL not found: python3 -c 'import nvidia.nccl' gave '$wheel' (want DIR with lib/libnccl.so.2 and include/nccl.h; pip install nvidia-nccl-cu13)"
+    fi
+    for tag in "${TAGS[@]}"; do
+      nccl=$WORK/nccl-$tag
+      if [ ! -f "$nccl/lib/libnccl.so.2" ]; then
+        echo "SKIP patched NCCL $tag: not built in $nccl (the nccl step builds it: STEPS must include nccl)"
+        continue
+      fi
+      for src in host device; do
+        echo "== patched NCCL $tag (device hook), NCCL_HOOKS_SOURCE=$src"
+        OUT=$OUT BIN=$BIN WORK=$WORK/host scripts/nccl-host.sh "$nccl/lib" "$nccl/include" "patched-$tag" --source $src --expect-struct 7
+        echo "exit $? (patched $tag, $src)"
+      done
+    done
+    if [ -n "${NCCL_231_DIR:-}" ]; then
+      echo "== NCCL 2.31 ($NCCL_231_DIR): the official ncclProfiler_v7, host events"
+      OUT=$OUT BIN=$BIN WORK=$WORK/host scripts/nccl-host.sh "$NCCL_231_DIR/lib" "$NCCL_231_DIR/include" nccl-2.31 --source host --expect-struct 7
+      echo "exit $? (NCCL 2.31, host)"
+    else
+      echo "SKIP NCCL 2.31: set NCCL_231_DIR to a build of NCCL 2.31 with the official v7 (src/include/plugin/profiler/profiler_v7.h; scripts/build-nccl.sh --no-patch); no tag or branch of this repository's NCCL mirror has it"
+    fi
+    echo "== torch with the wheel's NCCL: torch_nccl_load.py (the plugin must record, not only load)"
+    timeout 300 python3 internal/harness/torch/torch_nccl_load.py $BIN/libnccl-profiler-hooks.so examples/all-events.yaml "$WORK/torch" 2>&1 | tail -25
+    echo "exit ${PIPESTATUS[0]} (torch; 77 = skipped)"
+    echo "== durations side by side (examples/latency.yaml, 1 communicator: KernelCh start to stop from host events; work item START to STOP from the device hook)"
+    for f in "$OUT"/source-*-latency.md; do [ -f "$f" ] && { echo "-- $f"; cat "$f"; }; done
   fi
   if has sass; then
     echo "== SASS of each example's hook (the cubin the plugin compiles, cuobjdump -sass, function ncclhooks_entry)"
