@@ -8,9 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
@@ -328,5 +330,29 @@ hooks:
 	}
 	if !strings.Contains(r.out, "the hooks run in NCCL's kernels (device hook; NCCL_HOOKS_SOURCE=device)") {
 		t.Errorf("no INFO naming the device source:\n%s", r.out)
+	}
+}
+
+// The host source's function table: distinct names, spelt as NCCL's
+// src/device/generate.py spells its device functions, every id a key of
+// funcId aggregates (below MaxFuncIDs), Sum for every reduction.
+func TestHostFunctionTable(t *testing.T) {
+	name := regexp.MustCompile(`^(SendRecv|Unknown|(AllGather|Broadcast)_(TREE|RING|COLLNET_DIRECT|COLLNET_CHAIN|NVLS|NVLS_TREE|PAT)_(LL|LL128|SIMPLE)|(AllReduce|Reduce|ReduceScatter)_Sum_(u8|u32|u64|f16|f32|f64|bf16|f8e4m3|f8e5m2)_(TREE|RING|COLLNET_DIRECT|COLLNET_CHAIN|NVLS|NVLS_TREE|PAT)_(LL|LL128|SIMPLE))$`)
+	seen := map[string]bool{}
+	n := 0
+	for ; hostFuncName(uint32(n)) != ""; n++ {
+		s := hostFuncName(uint32(n))
+		if !name.MatchString(s) || seen[s] {
+			t.Errorf("id %d: %q is not an NCCL device function name, or a second id of one", n, s)
+		}
+		seen[s] = true
+	}
+	if want := 2 + 2*7*3 + 3*9*7*3; n != want || n > config.MaxFuncIDs {
+		t.Errorf("%d names, want %d (at most %d)", n, want, config.MaxFuncIDs)
+	}
+	for _, s := range hostColls {
+		if !seen[s] {
+			t.Errorf("%q is not in the table", s)
+		}
 	}
 }
