@@ -11,7 +11,8 @@
 //
 // Usage: hostdriver PLUGIN VERSION COMMS COLLS CHANNELS. Build: cc -O2
 // -pthread -rdynamic -I../internal/abi hostdriver.c -ldl. Output: "LOG
-// <level> <msg>" per plugin log line, "MASK <comm> <mask>", then "DONE".
+// <level> <msg>" per plugin log line, "MASK <comm> <mask>", "LOOP <comm> <ns>
+// ..." (the time the communicator's calls took), then "DONE".
 //
 // The descriptors are built from ncclhooks_abi.h's copies of NCCL's headers,
 // of the version given. Timers and names follow from the indices (the test
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ncclhooks_abi.h"
 
@@ -140,6 +142,8 @@ static void* comm(void* arg) {
   fflush(stdout);
   pthread_mutex_unlock(&mu);
   void** kch = calloc((size_t)channels, sizeof(void*));
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int k = 0; k < colls; k++) {
     descr_t d;
     void* task = NULL;
@@ -165,6 +169,11 @@ static void* comm(void* arg) {
       prof->stopEvent(kch[ch]);
     }
   }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  pthread_mutex_lock(&mu);
+  printf("LOOP %d %lld ns for %d collectives x %d channels\n", c,
+         (long long)((t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec)), colls, channels);
+  pthread_mutex_unlock(&mu);
   free(kch);
   prof->finalize(ctx);
   return NULL;
