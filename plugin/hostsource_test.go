@@ -356,3 +356,19 @@ func TestHostFunctionTable(t *testing.T) {
 		}
 	}
 }
+
+// NCCL with the device hook, NCCL_HOOKS_SOURCE=host: getDeviceHook hands out
+// no hook (one INFO says why), and nothing is compiled for the GPU.
+func TestHostSourceDeclinesDeviceHook(t *testing.T) {
+	dir := t.TempDir()
+	prof := writeProfile(t, dir, "version: 1\nname: p\nhooks:\n  - name: all\n    fields: [timestamp, phase]\n")
+	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_DUMP_DIR=" + dir, "NCCL_HOOKS_SOURCE=host"}, 1, 2, 2, 10, 1)
+	for k, on := range r.hooks {
+		if on {
+			t.Errorf("cycle/device %s got a device hook with NCCL_HOOKS_SOURCE=host", k)
+		}
+	}
+	if len(r.hooks) == 0 || strings.Count(r.out, "no device hook") != 1 || len(r.warns) != 0 {
+		t.Errorf("want no hook, one INFO declining it and no WARN:\n%s", r.out)
+	}
+}
