@@ -34,6 +34,8 @@ build)
   for tag in v2.28.9-1 v2.30.7-1; do
     [ -f nccl/src/nccl-$tag.tar.xz ] || nccl/make-source.sh $tag || exit 1
   done
+  # The newest NCCL source (branch dev), built unpatched by the host step.
+  [ -f nccl/src/nccl-dev.tar.xz ] || nccl/make-source.sh dev || exit 1
   exit 0 ;;
 run) ;;
 *) echo "usage: $0 build|run"; exit 2 ;;
@@ -57,6 +59,11 @@ main() {
       scripts/build-nccl.sh --tag $tag --arch sm_90 --jobs 8 --out "$WORK/nccl-$tag" > "$WORK/build-nccl-$tag.log" 2>&1 &
       nccl_pid[$tag]=$!
     done
+  fi
+  local dev_pid=
+  if has host && [ -z "${NCCL_231_DIR:-}" ] && [ -f nccl/src/nccl-dev.tar.xz ]; then
+    scripts/build-nccl.sh --tag dev --no-patch --arch sm_90 --jobs 8 --out "$WORK/nccl-dev" > "$WORK/build-nccl-dev.log" 2>&1 &
+    dev_pid=$!
   fi
   if has tests; then
     for p in "${TESTS[@]}"; do
@@ -123,8 +130,20 @@ if k:
       echo "== NCCL 2.31 ($NCCL_231_DIR): the official ncclProfiler_v7, host events"
       OUT=$OUT BIN=$BIN WORK=$WORK/host scripts/nccl-host.sh "$NCCL_231_DIR/lib" "$NCCL_231_DIR/include" nccl-2.31 --source host --expect-struct 7
       echo "exit $? (NCCL 2.31, host)"
+    elif [ -n "$dev_pid" ]; then
+      echo "== the newest NCCL source (branch dev, unpatched), host events"
+      wait "$dev_pid"; echo "build exit $?"; tail -4 "$WORK/build-nccl-dev.log"
+      if [ -f "$WORK/nccl-dev/lib/libnccl.so.2" ]; then
+        # The dev branch of this repository's mirror (2.31.0a7) has profiler v6 only: NCCL
+        # 2.31's official v7 (profiler_v7.h) is not in it, so no struct version is required;
+        # the table says which one it loaded.
+        OUT=$OUT BIN=$BIN WORK=$WORK/host scripts/nccl-host.sh "$WORK/nccl-dev/lib" "$WORK/nccl-dev/include" nccl-dev --source host
+        echo "exit $? (NCCL dev, host)"
+      else
+        echo "FAIL NCCL dev: scripts/build-nccl.sh --tag dev --no-patch did not produce $WORK/nccl-dev/lib/libnccl.so.2 (log: $WORK/build-nccl-dev.log)"
+      fi
     else
-      echo "SKIP NCCL 2.31: set NCCL_231_DIR to a build of NCCL 2.31 with the official v7 (src/include/plugin/profiler/profiler_v7.h; scripts/build-nccl.sh --no-patch); no tag or branch of this repository's NCCL mirror has it"
+      echo "SKIP NCCL 2.31: set NCCL_231_DIR to a build of NCCL 2.31 with the official v7 (src/include/plugin/profiler/profiler_v7.h; scripts/build-nccl.sh --no-patch), or carry nccl/src/nccl-dev.tar.xz (gpu-check.sh build makes it)"
     fi
     echo "== torch with the wheel's NCCL: torch_nccl_load.py (the plugin must record, not only load)"
     timeout 300 python3 internal/harness/torch/torch_nccl_load.py $BIN/libnccl-profiler-hooks.so examples/all-events.yaml "$WORK/torch" 2>&1 | tail -25
