@@ -71,17 +71,13 @@ static ncclResult_t hk_init(int version, void** context, uint64_t commId, int* e
   hk_comm* c = (hk_comm*)calloc(1, sizeof(hk_comm));
   if (!c) return ncclSuccess; // no memory: stay inactive for this communicator
   int host = 0;
-  uintptr_t entry = 0, ctx = 0, setSlot = 0;
-  unsigned int slotBase = 0;
-  c->id = hooksInit(commId, (char*)commName, nNodes, nranks, rank, version, hooks_current_device(), &host, &entry, &ctx,
-                    &setSlot, &slotBase);
+  uintptr_t entry = 0, ctx = 0;
+  c->id = hooksInit(commId, (char*)commName, nNodes, nranks, rank, version, hooks_current_device(), &host, &entry, &ctx);
   if (host) {
     if (eActivationMask) *eActivationMask = HOST_EVENTS;
-    if (entry && ctx && setSlot) {
+    if (entry && ctx) {
       c->entry = (ncclProfilerDevHook_t)entry;
       c->ctx = (void*)ctx;
-      c->setSlot = (void (*)(unsigned int))setSlot;
-      c->slotBase = slotBase;
       c->host = 1;
     }
   }

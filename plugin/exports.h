@@ -21,8 +21,6 @@ typedef struct {
   int host; // 1: this communicator's host events feed the hooks
   ncclProfilerDevHook_t entry;
   void* ctx;
-  void (*setSlot)(unsigned int slot);
-  unsigned int slotBase; // its channels' pairing slots start here
   uint64_t lost;         // kernel channels not fed to the hooks (out of memory)
   uint64_t workCounter[256];
 } hk_comm;

@@ -138,7 +138,6 @@ typedef struct {
 
 static void emit(hk_comm* c, uint8_t ch, uint64_t wc, uint32_t fn, uint64_t ts, uint8_t phase) {
   ncclProfilerDevEvent_t ev = {ts, wc, fn, ch, phase, 0};
-  c->setSlot(c->slotBase + ch);
   c->entry(&ev, c->ctx);
 }
 

@@ -34,9 +34,9 @@ var plugin = lifecycle.New(lifecycle.Env{Log: ncclLog, FuncName: funcName, HostF
 
 //export hooksInit
 func hooksInit(commID C.uint64_t, commName *C.char, nNodes, nRanks, rank, version, cudaDev C.int,
-	host *C.int, entry, ctx, setSlot *C.uintptr_t, slotBase *C.uint) (id C.uint64_t) {
+	host *C.int, entry, ctx *C.uintptr_t) (id C.uint64_t) {
 	defer guard("init")
-	*host, *entry, *ctx, *setSlot, *slotBase = 0, 0, 0, 0, 0
+	*host, *entry, *ctx = 0, 0, 0
 	name := ""
 	if commName != nil {
 		name = C.GoString(commName)
@@ -44,7 +44,7 @@ func hooksInit(commID C.uint64_t, commName *C.char, nNodes, nRanks, rank, versio
 	i := plugin.Init(uint64(commID), name, int(nNodes), int(nRanks), int(rank), int(version))
 	if hh, ok := plugin.HostHook(i, int(cudaDev)); ok {
 		*host = 1
-		*entry, *ctx, *setSlot, *slotBase = C.uintptr_t(hh.Entry), C.uintptr_t(hh.Ctx), C.uintptr_t(hh.SetSlot), C.uint(hh.SlotBase)
+		*entry, *ctx = C.uintptr_t(hh.Entry), C.uintptr_t(hh.Ctx)
 	}
 	return C.uint64_t(i)
 }

@@ -130,10 +130,6 @@ HK_FN hk_u32 hk_warpid(void) {
   if (hk_thread_slot == 0) hk_thread_slot = 1u + __atomic_fetch_add(&hk_next_thread_slot, 1u, __ATOMIC_RELAXED);
   return hk_thread_slot - 1u;
 }
-/* The host-event source (NCCL_HOOKS_SOURCE=host) calls the hooks for every channel of a
-   communicator from one NCCL proxy thread: before each call it names the (communicator,
-   channel) the call stands for, as each block owns its warp slot on the GPU. */
-__attribute__((visibility("default"))) void ncclhooks_cpu_set_slot(hk_u32 slot) { hk_thread_slot = slot + 1u; }
 HK_FN hk_u64 hk_clock_ns(clockid_t id) {
   struct timespec ts;
   clock_gettime(id, &ts);

@@ -9,17 +9,11 @@ import (
 )
 
 // HostHook is what the plugin's C side feeds a communicator's host events
-// to: the hook module compiled for the host, the communicator's context, and
-// the module's slot setter (the communicator's channel c runs in pairing
-// slot SlotBase+c).
+// to: the hook module's entry, compiled for the host, and the
+// communicator's context.
 type HostHook struct {
-	Entry, Ctx, SetSlot uintptr
-	SlotBase            uint32
+	Entry, Ctx uintptr
 }
-
-// slotsPerComm are the pairing slots of one communicator: a channel id is a
-// byte.
-const slotsPerComm = 256
 
 // chooseSource decides, at the first init, where the hooks' events come
 // from. NCCL calls init before it could offer a device hook, and asks for
@@ -97,14 +91,9 @@ func (s *Session) HostHook(id uint64, ord int) (hh HostHook, host bool) {
 			return HostHook{}, s.inactive == ""
 		}
 	}
-	setter, ok := d.(interface{ SetSlot() uintptr })
-	if !ok || setter.SetSlot() == 0 {
-		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: device %d: the host module has no slot setter: %s gets no host events", ord, c))
-		return HostHook{}, true
-	}
-	ctx, index, ok := s.attach(d, ord, c)
+	ctx, _, ok := s.attach(d, ord, c)
 	if !ok {
 		return HostHook{}, true
 	}
-	return HostHook{Entry: d.Entry(), Ctx: ctx, SetSlot: setter.SetSlot(), SlotBase: uint32(index * slotsPerComm)}, true
+	return HostHook{Entry: d.Entry(), Ctx: ctx}, true
 }

@@ -84,12 +84,6 @@ func (d *device) Ordinal() int   { return d.ordinal }
 func (d *device) Entry() uintptr { return uintptr(d.mod.entry) }
 func (d *device) Ctx() uintptr   { return uintptr(d.mod.ctx) }
 
-// SetSlot is the address of the module's ncclhooks_cpu_set_slot(unsigned
-// slot): a caller that runs the hooks of several channels on one thread (the
-// host-event source) names the channel's slot before each call, so that
-// duration pairing keeps the channels apart as warp slots do on the GPU.
-func (d *device) SetSlot() uintptr { return uintptr(d.mod.set_slot) }
-
 // CommCtx returns the context of communicator comm: the module's
 // ncclhooks_ctx for comm 0, a C copy with its comm field set for the others.
 func (d *device) CommCtx(comm int) (uintptr, error) {

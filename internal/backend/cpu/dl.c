@@ -35,11 +35,6 @@ int hk_cpu_open(const char* path, hk_cpu_module* m, char* err, size_t errlen) {
     m->handle = NULL;
     return -1;
   }
-  if (resolve(m, "ncclhooks_cpu_set_slot", &m->set_slot, err, errlen)) {
-    dlclose(m->handle);
-    m->handle = NULL;
-    return -1;
-  }
   return 0;
 }
 

@@ -13,7 +13,6 @@ typedef struct {
   void* agg;
   void* funcsets;
   void* pairs;
-  void* set_slot; /* ncclhooks_cpu_set_slot: the host-event source names the caller's slot */
 } hk_cpu_module;
 
 /* hk_cpu_open dlopens path privately and resolves every module symbol.

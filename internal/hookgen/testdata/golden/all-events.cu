@@ -176,6 +176,9 @@ NCCLHOOKS_ABI_ASSERT(sizeof(ncclProfiler_v5_t) == 6 * sizeof(void*) && sizeof(nc
 // plugin reads only the type, parentObj, coll.{func,datatype,algo,proto},
 // p2p.func and kernelCh.{channelId,pTimer}; the asserts below hold that these
 // are at the same offsets in every version, so one reader serves them all.
+// Like NCCL's, they use anonymous unions: C11 or C++ (not C99).
+#if defined(__cplusplus) || (defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L)
+#define NCCLHOOKS_ABI_HOST_EVENTS 1
 #ifndef __cplusplus
 #include <stdbool.h>
 #endif
@@ -511,6 +514,7 @@ NCCLHOOKS_ABI_ASSERT(sizeof(void*) != 8 || (offsetof(ncclProfilerEventDescr_v5_t
 // getDeviceHook.
 typedef ncclProfiler_v6_t ncclProfiler_v7_nccl231_t;
 NCCLHOOKS_ABI_ASSERT(sizeof(ncclProfiler_v7_nccl231_t) == 6 * sizeof(void*), "NCCL 2.31's v7 is six pointers");
+#endif // C11 or C++
 #endif // __CUDACC_RTC__
 
 #endif // NCCLHOOKS_ABI_H
@@ -596,10 +600,6 @@ HK_FN hk_u32 hk_warpid(void) {
   if (hk_thread_slot == 0) hk_thread_slot = 1u + __atomic_fetch_add(&hk_next_thread_slot, 1u, __ATOMIC_RELAXED);
   return hk_thread_slot - 1u;
 }
-/* The host-event source (NCCL_HOOKS_SOURCE=host) calls the hooks for every channel of a
-   communicator from one NCCL proxy thread: before each call it names the (communicator,
-   channel) the call stands for, as each block owns its warp slot on the GPU. */
-__attribute__((visibility("default"))) void ncclhooks_cpu_set_slot(hk_u32 slot) { hk_thread_slot = slot + 1u; }
 HK_FN hk_u64 hk_clock_ns(clockid_t id) {
   struct timespec ts;
   clock_gettime(id, &ts);
