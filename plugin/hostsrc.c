@@ -106,16 +106,21 @@ static uint32_t collFuncId(const char* func, const char* datatype, const char* a
 // ---- the device a communicator runs on ----
 
 // The CUDA device current on the calling thread (NCCL's init thread has its
-// communicator's device current), through the driver NCCL has loaded; 0
-// without one (the tests' drivers).
+// communicator's device current): the driver's current context, else the
+// runtime's current device where a shared CUDA runtime is loaded (torch's);
+// 0 without either (the tests' drivers). Nothing is loaded or initialised.
 int hooks_current_device(void) {
-  void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  if (!cuda) return 0;
-  int (*getDevice)(int*) = (int (*)(int*))dlsym(cuda, "cuCtxGetDevice");
   int dev = 0;
-  if (!getDevice || getDevice(&dev) != 0) dev = 0;
-  dlclose(cuda);
-  return dev;
+  void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (cuda) {
+    int (*ctxDevice)(int*) = (int (*)(int*))dlsym(cuda, "cuCtxGetDevice");
+    int ok = ctxDevice && ctxDevice(&dev) == 0;
+    dlclose(cuda);
+    if (ok) return dev;
+  }
+  int (*rtDevice)(int*) = (int (*)(int*))dlsym(RTLD_DEFAULT, "cudaGetDevice");
+  if (rtDevice && rtDevice(&dev) == 0) return dev;
+  return 0;
 }
 
 // ---- the events ----
