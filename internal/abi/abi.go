@@ -16,12 +16,34 @@ package abi
 import (
 	_ "embed"
 	"encoding/binary"
+	"strings"
 )
 
-// Header is the text of ncclhooks_abi.h, for sources compiled at run time.
+// Header is the text of ncclhooks_abi.h.
 //
 //go:embed ncclhooks_abi.h
 var Header string
+
+// ModuleHeader is Header without NCCL's host event descriptors, for the
+// sources compiled at run time: hooks only ever see ncclProfilerDevEvent_t,
+// and the generated source (and so its compile-cache key) stays the same
+// whatever the descriptors say.
+var ModuleHeader = withoutHostEvents(Header)
+
+// The host event section of the header: from its heading to its #endif.
+const (
+	hostEventsBegin = "\n// ---- host events: NCCL's profiler event descriptors ----\n"
+	hostEventsEnd   = "#endif // C11 or C++\n"
+)
+
+func withoutHostEvents(h string) string {
+	i := strings.Index(h, hostEventsBegin)
+	j := strings.Index(h, hostEventsEnd)
+	if i < 0 || j < i {
+		panic("abi: ncclhooks_abi.h lost its host event section markers")
+	}
+	return h[:i] + h[j+len(hostEventsEnd):]
+}
 
 // DevEvent is ncclProfilerDevEvent_t, field for field (the c tags name the C
 // members): 24 bytes, no padding, little endian on every CUDA platform.

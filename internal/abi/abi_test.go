@@ -134,3 +134,14 @@ func TestHeaderCompiles(t *testing.T) {
 		})
 	}
 }
+
+// The sources compiled at run time get the header without NCCL's host
+// event descriptors, and only without them.
+func TestModuleHeader(t *testing.T) {
+	if !strings.Contains(abi.Header, "ncclProfilerEventDescr_v7_t") || strings.Contains(abi.ModuleHeader, "ncclProfilerEventDescr") {
+		t.Fatal("abi.ModuleHeader must be Header without the host event descriptors")
+	}
+	if got := len(abi.Header) - len(abi.ModuleHeader); got <= 0 || !strings.Contains(abi.ModuleHeader, "ncclProfiler_v7_t") || !strings.HasSuffix(abi.ModuleHeader, "#endif // NCCLHOOKS_ABI_H\n") {
+		t.Fatalf("abi.ModuleHeader lost more than the host events (%d bytes fewer)", got)
+	}
+}

@@ -298,4 +298,4 @@ HK_FN hk_u32 hk_key(hk_u32 id, hk_u32 n) { return id < n ? id : n; }
 
 // abiSection is abi/ncclhooks_abi.h in the generated source, between two
 // marker lines.
-var abiSection = "/* ---- abi/ncclhooks_abi.h: the NCCL ABI ---- */\n" + abi.Header + "/* ---- end of abi/ncclhooks_abi.h ---- */\n"
+var abiSection = "/* ---- abi/ncclhooks_abi.h: the NCCL ABI ---- */\n" + abi.ModuleHeader + "/* ---- end of abi/ncclhooks_abi.h ---- */\n"

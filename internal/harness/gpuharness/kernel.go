@@ -11,7 +11,7 @@ import "github.com/ncclhooks/ncclhooks/internal/abi"
 // eventDecl is the NCCL ABI (the pull request 2285 event and hook type, from
 // abi/ncclhooks_abi.h) and the short integer names, shared by every source
 // of this package.
-var eventDecl = abi.Header + `
+var eventDecl = abi.ModuleHeader + `
 typedef unsigned long long u64;
 typedef unsigned int u32;
 typedef unsigned short u16;
