@@ -3,11 +3,13 @@
 // ncclhooks_abi.h defines, once for every C, C++, CUDA and NVRTC source of
 // the project, the device profiler hook of NCCL pull request 2285 (the event
 // ncclProfilerDevEvent_t, the hook type, the phases), NCCL's log levels and
-// the profiler subsystem flag, and the profiler plugin structs
+// the profiler subsystem flag, the profiler plugin structs
 // ncclProfiler_v5/_v6/_v7 the plugin exports and the harness and callers
-// load. cgo packages include it with -I${SRCDIR}/../abi (adjusted to their
-// depth), nvcc builds with -I, and sources compiled at run time (the
-// generated hooks, the GPU harness) start with Header. This file is its Go
+// load, and NCCL's host event descriptors (v5, v6, NCCL 2.31's v7) the
+// host-event source reads. cgo packages include it with
+// -I${SRCDIR}/../abi (adjusted to their depth), nvcc builds with -I, and
+// sources compiled at run time (the generated hooks, the GPU harness) start
+// with ModuleHeader (the header less the descriptors). This file is its Go
 // twin; the package's tests check the two against each other through the C
 // compiler (layout, constants, byte decoding). It is a folder of its own
 // because the contract belongs to none of the packages that speak it.
