@@ -16,7 +16,8 @@
 #      each side by side
 #   6. the hook cost against the nop hook (ncclhooks bench, one rate)
 #   7. the SASS of each example's hook: instructions, atomics, reductions, loads, stores
-# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host sass bench"
+#      (host231: NCCL's dev branch, unpatched; HOST_WHEEL=0 leaves out the wheel and torch)
+# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 sass bench"
 # picks steps (default all but bench), GPU_TESTS test packages, NCCL_TAGS tags.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +42,7 @@ run) ;;
 *) echo "usage: $0 build|run"; exit 2 ;;
 esac
 OUT=${OUT:-out/gpu-check}
-STEPS=${STEPS:-tests nccl examples host}
+STEPS=${STEPS:-tests nccl examples host host231}
 ROOT=$PWD
 WORK=/tmp/gpu-check # everything; $OUT gets the summary files only (the device tool brings back 8)
 mkdir -p "$OUT" "$WORK"
@@ -61,7 +62,7 @@ main() {
     done
   fi
   local dev_pid=
-  if has host && [ -z "${NCCL_231_DIR:-}" ] && [ -f nccl/src/nccl-dev.tar.xz ]; then
+  if has host231 && [ -z "${NCCL_231_DIR:-}" ] && [ -f nccl/src/nccl-dev.tar.xz ]; then
     scripts/build-nccl.sh --tag dev --no-patch --arch sm_90 --jobs 8 --out "$WORK/nccl-dev" > "$WORK/build-nccl-dev.log" 2>&1 &
     dev_pid=$!
   fi
@@ -106,13 +107,15 @@ if k:
     tar cJf "$OUT/nccl-libs.tar.xz" -C "$WORK" $(cd "$WORK" && ls -d nccl-v*/lib nccl-v*/include nccl-v*/build-info.txt 2>/dev/null) 2>/dev/null
   fi
   if has host; then
+    if [ "${HOST_WHEEL:-1}" = 1 ]; then
     echo "== NCCL's host events (NCCL_HOOKS_SOURCE=host): the torch wheel's NCCL"
-    wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>&1)
+    wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>&1)
     if [ -f "$wheel/lib/libnccl.so.2" ] && [ -f "$wheel/include/nccl.h" ]; then
       OUT=$OUT BIN=$BIN WORK=$WORK/host scripts/nccl-host.sh "$wheel/lib" "$wheel/include" wheel --source host --expect-struct 5
       echo "exit $? (wheel, host events)"
     else
       echo "FAIL host: the torch wheel's NCCL not found: python3 -c 'import nvidia.nccl' gave '$wheel' (want DIR with lib/libnccl.so.2 and include/nccl.h; pip install nvidia-nccl-cu13)"
+    fi
     fi
     for tag in "${TAGS[@]}"; do
       nccl=$WORK/nccl-$tag
@@ -126,6 +129,15 @@ if k:
         echo "exit $? (patched $tag, $src)"
       done
     done
+    if [ "${HOST_WHEEL:-1}" = 1 ]; then
+    echo "== torch with the wheel's NCCL: torch_nccl_load.py (the plugin must record, not only load)"
+    timeout 300 python3 internal/harness/torch/torch_nccl_load.py $BIN/libnccl-profiler-hooks.so examples/all-events.yaml "$WORK/torch" 2>&1 | tail -25
+    echo "exit ${PIPESTATUS[0]} (torch; 77 = skipped)"
+    fi
+    echo "== durations side by side (examples/latency.yaml, 1 communicator: KernelCh start to stop from host events; work item START to STOP from the device hook)"
+    for f in "$OUT"/source-*-latency.md; do [ -f "$f" ] && { echo "-- $f"; cat "$f"; }; done
+  fi
+  if has host231; then
     if [ -n "${NCCL_231_DIR:-}" ]; then
       echo "== NCCL 2.31 ($NCCL_231_DIR): the official ncclProfiler_v7, host events"
       OUT=$OUT BIN=$BIN WORK=$WORK/host scripts/nccl-host.sh "$NCCL_231_DIR/lib" "$NCCL_231_DIR/include" nccl-2.31 --source host --expect-struct 7
@@ -145,11 +157,6 @@ if k:
     else
       echo "SKIP NCCL 2.31: set NCCL_231_DIR to a build of NCCL 2.31 with the official v7 (src/include/plugin/profiler/profiler_v7.h; scripts/build-nccl.sh --no-patch), or carry nccl/src/nccl-dev.tar.xz (gpu-check.sh build makes it)"
     fi
-    echo "== torch with the wheel's NCCL: torch_nccl_load.py (the plugin must record, not only load)"
-    timeout 300 python3 internal/harness/torch/torch_nccl_load.py $BIN/libnccl-profiler-hooks.so examples/all-events.yaml "$WORK/torch" 2>&1 | tail -25
-    echo "exit ${PIPESTATUS[0]} (torch; 77 = skipped)"
-    echo "== durations side by side (examples/latency.yaml, 1 communicator: KernelCh start to stop from host events; work item START to STOP from the device hook)"
-    for f in "$OUT"/source-*-latency.md; do [ -f "$f" ] && { echo "-- $f"; cat "$f"; }; done
   fi
   if has sass; then
     echo "== SASS of each example's hook (the cubin the plugin compiles, cuobjdump -sass, function ncclhooks_entry)"
