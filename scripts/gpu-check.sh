@@ -14,11 +14,12 @@
 #      v7), NCCL 2.31 where NCCL_231_DIR names a build of it (its official v7),
 #      torch_nccl_load.py (records must appear), and the latency durations of
 #      each side by side
-#   6. the hook cost against the nop hook (ncclhooks bench, one rate)
+#   6. the hook cost against the nop hook and the sustained rates (ncclhooks bench)
 #   7. the SASS of each example's hook: instructions, atomics, reductions, loads, stores
 #      (host231: NCCL's dev branch, unpatched; HOST_WHEEL=0 leaves out the wheel and torch)
 # Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 sass bench"
-# picks steps (default all but bench), GPU_TESTS test packages, NCCL_TAGS tags.
+# picks steps (default all but sass and bench), GPU_TESTS test packages, NCCL_TAGS tags,
+# BENCH_RATES the bench's event rates (default 1e7).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.dev/gpu
@@ -170,7 +171,6 @@ if k:
       # A cache entry is a header and the cubin: cut at the ELF magic.
       python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(d[d.find(b"\x7fELF"):])' "$cubin" "$WORK/sass-$name.cubin"
       cuobjdump -sass -fun ncclhooks_entry "$WORK/sass-$name.cubin" > "$WORK/sass-$name.txt" 2>&1
-      cp "$WORK/sass-$name.txt" "$OUT/" 2>/dev/null
       python3 - "$name" "$WORK/sass-$name.txt" <<'PY'
 import re, sys, collections
 name, path = sys.argv[1], sys.argv[2]
@@ -186,9 +186,9 @@ PY
     done
   fi
   if has bench; then
-    echo "== bench (hook cost against the nop hook; one rate)"
+    echo "== bench (hook cost against the nop hook; sustained rates ${BENCH_RATES:-1e7})"
     timeout 200 $BIN/ncclhooks bench -profiles examples/all-events.yaml,examples/latency.yaml,examples/field-capture.yaml \
-      -rates 1e7 -o "$OUT/bench.md" 2>&1 | tail -40
+      -rates "${BENCH_RATES:-1e7}" -o "$OUT/bench.md" 2>&1 | tail -60
   fi
 }
 main 2>&1 | tee "$OUT/gpu-check.log"
