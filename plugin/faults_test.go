@@ -6,6 +6,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Faults of the job's environment, injected the way they happen, through
@@ -154,5 +155,34 @@ func TestDropNewestOverloadKeepsRecording(t *testing.T) {
 	}
 	if st.Records <= 4*1024 || busy < 2 || 2*captured < busy {
 		t.Errorf("drop_newest stopped recording under overload: %d records of %d matched; %d of %d busy dumps captured records", st.Records, st.Matched, captured, busy)
+	}
+}
+
+// A C compiler that hangs (NCCL_HOOKS_CC names any program; this one
+// sleeps, in a child that keeps the output pipe open too) is killed after
+// NCCL_HOOKS_CC_TIMEOUT: getDeviceHook returns no hook, with one WARN,
+// instead of blocking NCCL's init for as long as the compiler sleeps.
+func TestHungCompilerIsKilled(t *testing.T) {
+	dir := t.TempDir()
+	cc := filepath.Join(dir, "hanging-cc")
+	if err := os.WriteFile(cc, []byte("#!/bin/sh\nsleep 600 &\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prof := writeProfile(t, dir, "version: 1\nname: hung-cc\nhooks:\n  - name: all\n    fields: [phase]\n")
+	start := time.Now()
+	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + filepath.Join(dir, "out"),
+		"NCCL_HOOKS_CC=" + cc, "NCCL_HOOKS_CC_TIMEOUT=2s"}, 2, 1, 1, 10, 2)
+	took := time.Since(start)
+	if len(r.warns) != 1 || !strings.Contains(r.warns[0], "still running after 2s: killed") {
+		t.Fatalf("want one WARN about the killed compiler, got %q", r.warns)
+	}
+	for k, on := range r.hooks {
+		if on {
+			t.Errorf("hook returned for %s with no compiled module", k)
+		}
+	}
+	// The compiler sleeps 600 s; the bound is 2 s and one WaitDelay.
+	if took > time.Minute {
+		t.Errorf("the driver took %v: the hung compiler blocked it", took)
 	}
 }

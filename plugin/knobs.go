@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
+	"github.com/ncclhooks/ncclhooks/internal/backend/cpu"
 	"github.com/ncclhooks/ncclhooks/internal/backend/gpu"
 	"github.com/ncclhooks/ncclhooks/internal/lifecycle"
 )
@@ -80,6 +82,13 @@ func readKnobs() (lifecycle.Knobs, error) {
 			}
 			k.RegisterCaps = append(k.RegisterCaps, n)
 		}
+	}
+	if v := getenv("NCCL_HOOKS_CC_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return k, fmt.Errorf("NCCL_HOOKS_CC_TIMEOUT=%q: give a duration such as 30s (default %v)", v, cpu.DefaultCompileTimeout)
+		}
+		k.CCTimeout = d
 	}
 	k.SharedCtx = getenv("NCCL_HOOKS_SHARED_CTX") == "1"
 	if k.CC == "" {

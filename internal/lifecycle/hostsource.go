@@ -41,7 +41,7 @@ func (s *Session) chooseSource() {
 		return
 	}
 	start := time.Now()
-	c, err := cpu.Compile(s.module, s.knobs.CC)
+	c, err := cpu.Compile(s.module, s.knobs.CC, s.knobs.CCTimeout)
 	if err != nil {
 		s.disableLocked(fmt.Sprintf("%s: host-event source: compiling the hooks for the host (NCCL_HOOKS_CC): %v", nccl, err))
 		return

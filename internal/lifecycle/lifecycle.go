@@ -9,6 +9,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/abi"
 	"github.com/ncclhooks/ncclhooks/internal/backend"
@@ -36,19 +37,20 @@ type Env struct {
 
 // Knobs are the NCCL_HOOKS_* settings (the README's knob table).
 type Knobs struct {
-	Profile       string // NCCL_HOOKS_PROFILE: path of the YAML profile; unset: inactive
-	Backend       string // NCCL_HOOKS_BACKEND: auto (default), gpu, cpu
-	Source        string // NCCL_HOOKS_SOURCE: auto (default), host, device
-	DumpDir       string // NCCL_HOOKS_DUMP_DIR: overrides the profile's output.dump_dir
-	CacheDir      string // NCCL_HOOKS_CACHE_DIR: compile cache directory, "off" disables it
-	CC            string // NCCL_HOOKS_CC: C compiler of the cpu backend (default cc)
-	PromDir       string // NCCL_HOOKS_PROM_DIR: write node-exporter textfiles there
-	PromAddr      string // NCCL_HOOKS_PROM_ADDR: serve /metrics there (host defaults to 127.0.0.1)
-	PromDumpStats bool   // NCCL_HOOKS_PROM_DUMP_STATS: 1 adds capture statistics to Prometheus output
-	NVRTCOptions  string // NCCL_HOOKS_NVRTC_OPTIONS: extra NVRTC options for the hook module
-	MaxRegisters  int    // NCCL_HOOKS_MAX_REGISTERS: registers a hook may use (0: the default budget)
-	RegisterCaps  []int  // NCCL_HOOKS_REGISTER_CAPS: diagnostics: the --maxrregcount values to try, in order
-	SharedCtx     bool   // NCCL_HOOKS_SHARED_CTX: diagnostics: every communicator gets communicator 0's context
+	Profile       string        // NCCL_HOOKS_PROFILE: path of the YAML profile; unset: inactive
+	Backend       string        // NCCL_HOOKS_BACKEND: auto (default), gpu, cpu
+	Source        string        // NCCL_HOOKS_SOURCE: auto (default), host, device
+	DumpDir       string        // NCCL_HOOKS_DUMP_DIR: overrides the profile's output.dump_dir
+	CacheDir      string        // NCCL_HOOKS_CACHE_DIR: compile cache directory, "off" disables it
+	CC            string        // NCCL_HOOKS_CC: C compiler of the cpu backend (default cc)
+	CCTimeout     time.Duration // NCCL_HOOKS_CC_TIMEOUT: the compiler is killed after this (0: cpu.DefaultCompileTimeout)
+	PromDir       string        // NCCL_HOOKS_PROM_DIR: write node-exporter textfiles there
+	PromAddr      string        // NCCL_HOOKS_PROM_ADDR: serve /metrics there (host defaults to 127.0.0.1)
+	PromDumpStats bool          // NCCL_HOOKS_PROM_DUMP_STATS: 1 adds capture statistics to Prometheus output
+	NVRTCOptions  string        // NCCL_HOOKS_NVRTC_OPTIONS: extra NVRTC options for the hook module
+	MaxRegisters  int           // NCCL_HOOKS_MAX_REGISTERS: registers a hook may use (0: the default budget)
+	RegisterCaps  []int         // NCCL_HOOKS_REGISTER_CAPS: diagnostics: the --maxrregcount values to try, in order
+	SharedCtx     bool          // NCCL_HOOKS_SHARED_CTX: diagnostics: every communicator gets communicator 0's context
 }
 
 // New returns a Session that has seen no communicator yet.

@@ -291,7 +291,7 @@ func (s *Session) compile() (backend.Compiled, error) {
 		if !s.env.HarnessPresent() {
 			return nil, fmt.Errorf("NCCL_HOOKS_BACKEND=cpu: cpu hooks are host functions that only the ncclhooks harness can call; use gpu or auto")
 		}
-		return cpu.Compile(s.module, s.knobs.CC)
+		return cpu.Compile(s.module, s.knobs.CC, s.knobs.CCTimeout)
 	case "gpu":
 		return s.compileGPU()
 	default: // auto
@@ -299,7 +299,7 @@ func (s *Session) compile() (backend.Compiled, error) {
 		if err != nil && s.env.HarnessPresent() {
 			s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: no GPU backend (%v): using the cpu backend", err))
 			s.knobs.Backend = "cpu"
-			return cpu.Compile(s.module, s.knobs.CC)
+			return cpu.Compile(s.module, s.knobs.CC, s.knobs.CCTimeout)
 		}
 		return c, err
 	}

@@ -15,6 +15,7 @@ import "C"
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -33,6 +35,12 @@ import (
 // DefaultCC is the compiler used when Compile is given none.
 const DefaultCC = "cc"
 
+// DefaultCompileTimeout bounds the C compiler when Compile is given no
+// timeout: a generated module compiles in well under a second, and the
+// compile runs inside NCCL's getDeviceHook, which must not hang on a
+// compiler that does (NCCL_HOOKS_CC is any program the job names).
+const DefaultCompileTimeout = time.Minute
+
 // ccFlags build a position-independent shared object. -fno-common makes
 // every generated global a real definition that dlsym can find; a call of
 // an undeclared function (a generator bug) fails here, not at dlopen.
@@ -40,13 +48,19 @@ var ccFlags = []string{"-O2", "-shared", "-fPIC", "-std=gnu11", "-fno-common", "
 
 const sourceName = "ncclhooks_gen.c"
 
-// Compile compiles m.Source with the C compiler cc (DefaultCC when empty).
-// A compiler diagnostic is traced back through m.Trace to the hook and the
-// profile position it came from.
-func Compile(m *hookgen.Module, cc string) (backend.Compiled, error) {
+// Compile compiles m.Source with the C compiler cc (DefaultCC when empty),
+// killing it (and whatever it started) when it runs longer than timeout
+// (DefaultCompileTimeout when 0). A compiler diagnostic is traced back
+// through m.Trace to the hook and the profile position it came from.
+func Compile(m *hookgen.Module, cc string, timeout time.Duration) (backend.Compiled, error) {
 	if cc == "" {
 		cc = DefaultCC
 	}
+	if timeout <= 0 {
+		timeout = DefaultCompileTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	dir, err := os.MkdirTemp("", "ncclhooks-cpu-")
 	if err != nil {
 		return nil, fmt.Errorf("cpu backend: %w", err)
@@ -58,13 +72,16 @@ func Compile(m *hookgen.Module, cc string) (backend.Compiled, error) {
 	}
 	so := filepath.Join(dir, "ncclhooks_gen.so")
 	start := time.Now()
-	cmd := exec.Command(cc, append(append([]string{}, ccFlags...), "-o", so, src)...)
+	cmd := bounded(ctx, cc, append(append([]string{}, ccFlags...), "-o", so, src)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		var execErr *exec.Error
-		if errors.As(err, &execErr) {
+		switch {
+		case errors.As(err, &execErr):
 			return nil, fmt.Errorf("cpu backend: C compiler %q not found (%v); install gcc or clang, or name another compiler", cc, execErr.Err)
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("cpu backend: C compiler %q still running after %v: killed (NCCL_HOOKS_CC names a compiler that hangs, or the machine is overloaded; raise NCCL_HOOKS_CC_TIMEOUT)", cc, timeout)
 		}
 		return nil, compileError(m, cc, err, out.String())
 	}
@@ -73,7 +90,18 @@ func Compile(m *hookgen.Module, cc string) (backend.Compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
-	return &compiled{m: m, image: image, info: fmt.Sprintf("%s %s, %dms", cc, ccVersion(cc), elapsed.Milliseconds())}, nil
+	return &compiled{m: m, image: image, info: fmt.Sprintf("%s %s, %dms", cc, ccVersion(ctx, cc), elapsed.Milliseconds())}, nil
+}
+
+// bounded is a command that ctx's end kills with everything it started: it
+// runs in a process group of its own, and a child that keeps its output
+// open (a script's sleep) does not keep Wait waiting.
+func bounded(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	return cmd
 }
 
 var diagnostic = regexp.MustCompile(`^[^:\n]*` + regexp.QuoteMeta(sourceName) + `:(\d+):(?:(\d+):)? (.*)$`)
@@ -104,8 +132,8 @@ func compileError(m *hookgen.Module, cc string, err error, output string) error 
 	return errors.New(b.String())
 }
 
-func ccVersion(cc string) string {
-	out, err := exec.Command(cc, "-dumpfullversion", "-dumpversion").Output()
+func ccVersion(ctx context.Context, cc string) string {
+	out, err := bounded(ctx, cc, "-dumpfullversion", "-dumpversion").Output()
 	if err != nil {
 		return "(unknown version)"
 	}

@@ -219,7 +219,7 @@ func TestDevicesAreIndependent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cpu.Compile(m, "")
+	c, err := cpu.Compile(m, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestCompileErrorNamesProfilePosition(t *testing.T) {
 		t.Fatal("no predicate line in the generated source")
 	}
 	m.Source = strings.Join(lines, "\n")
-	_, err = cpu.Compile(m, "")
+	_, err = cpu.Compile(m, "", 0)
 	if err == nil {
 		t.Fatal("compiled a broken source")
 	}
@@ -315,7 +315,7 @@ func TestCompileErrorNamesProfilePosition(t *testing.T) {
 			t.Errorf("error %q does not contain %q", err, want)
 		}
 	}
-	if _, err := cpu.Compile(m, "no-such-cc-ncclhooks"); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := cpu.Compile(m, "no-such-cc-ncclhooks", 0); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("missing compiler: error %v", err)
 	}
 }

@@ -19,7 +19,7 @@ func load(t *testing.T, p *config.Profile, ordinal int) (*hookgen.Module, backen
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
-	c, err := cpu.Compile(m, "")
+	c, err := cpu.Compile(m, "", 0)
 	if err != nil {
 		t.Fatalf("Compile: %v", err)
 	}
