@@ -186,3 +186,36 @@ func TestHungCompilerIsKilled(t *testing.T) {
 		t.Errorf("the driver took %v: the hung compiler blocked it", took)
 	}
 }
+
+// A profile that includes a file outside its directory (a pull request's
+// profile in CI naming the runner's credentials) leaves the plugin inactive
+// with one WARN that names the include and never its content; so does a
+// credentials file named as the profile itself.
+func TestIncludeOfCredentialsIsNotEchoed(t *testing.T) {
+	const secret = "ghp_Zx9SECRETtoken0123456789abcdefghijklmn"
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "creds.yaml")
+	if err := os.WriteFile(creds, []byte("token: "+secret+"\n"+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prof := filepath.Join(dir, "pr")
+	if err := os.Mkdir(prof, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	main := writeProfile(t, prof, "version: 1\nname: pr\ninclude: [../creds.yaml]\nhooks:\n  - name: all\n    fields: [phase]\n")
+	for _, p := range []string{main, creds} {
+		r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + p, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + filepath.Join(dir, "out")}, 1, 1, 1, 10, 1)
+		if len(r.warns) != 1 {
+			t.Fatalf("%s: want one WARN, got %q", p, r.warns)
+		}
+		if strings.Contains(r.out, secret[:12]) {
+			t.Errorf("%s: the credential reached NCCL's log:\n%s", p, r.out)
+		}
+		if p == main && !strings.Contains(r.warns[0], `include "../creds.yaml" lies outside the profile's directory`) {
+			t.Errorf("the WARN does not name the refused include: %q", r.warns[0])
+		}
+		if r.hooks["0 0"] {
+			t.Errorf("%s: hook returned while inactive", p)
+		}
+	}
+}

@@ -103,6 +103,9 @@ func fileKind(m os.FileMode) string {
 type loader struct {
 	read func(path string) ([]byte, error)
 	errs ErrorList
+	// root is the top-level profile's directory, symlinks resolved: every
+	// include must lie in it or below (includeRule).
+	root string
 }
 
 var (
@@ -120,6 +123,10 @@ func (l *loader) load(file string, data []byte) (*Profile, error) {
 	if len(data) > MaxProfileBytes {
 		l.errs.add(Pos{File: file, Line: 1, Col: 1}, "the profile is %d bytes: a profile may have at most %d (%d KiB)", len(data), MaxProfileBytes, MaxProfileBytes>>10)
 		return nil, l.errs.Err()
+	}
+	l.root = cleanPath(filepath.Dir(file))
+	if r, err := filepath.EvalSymlinks(l.root); err == nil {
+		l.root = r
 	}
 	f := l.parseFile(file, data, nil)
 	if f != nil {
@@ -181,6 +188,12 @@ func (l *loader) parseFile(file string, data []byte, chain []string) *parsedFile
 	}
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
 		l.errs.add(top, "the profile is empty: expected a mapping with version, name and hooks")
+		return nil
+	}
+	if n.Kind == yaml.ScalarNode {
+		// Not a profile at all (a log, a credentials file named by
+		// mistake): say what it is, never what it says.
+		d.errorf(n, "a profile must be a mapping with keys %s; this file is a single value of %d characters: is it a profile?", strings.Join(profileKeys, ", "), len([]rune(n.Value)))
 		return nil
 	}
 	m, ok := d.mapping(n, "a profile", profileKeys...)
@@ -265,6 +278,10 @@ func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
 			d.errorf(it, "include cycle: %s -> %s; remove one of these includes", strings.Join(names, " -> "), filepath.Base(path))
 			continue
 		}
+		if why := l.includeRule(path); why != "" {
+			d.errorf(it, "include %q %s", rel, why)
+			continue
+		}
 		data, err := l.read(path)
 		if err != nil {
 			d.errorf(it, "cannot read include %q: %v", rel, err)
@@ -275,6 +292,34 @@ func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
 		}
 	}
 	return hooks
+}
+
+// includeRule says why path may not be included ("" when it may). Profiles
+// come from pull requests in CI (examples/ci), and NCCL_HOOKS_PROFILE is read
+// with the job's rights: an include must not read the job's credentials
+// (~/.aws/credentials, .git/config with a CI token, a key), whose content
+// would then reach NCCL's log in an error. So an include is a .yaml or .yml
+// file in the top-level profile's directory or below, with symlinks
+// resolved (a link planted in the tree cannot point out of it), and no
+// component of its path below that directory is hidden (.git, .ssh).
+func (l *loader) includeRule(path string) string {
+	resolved, err := filepath.EvalSymlinks(cleanPath(path))
+	if err != nil {
+		return "" // the read names the problem
+	}
+	rel, err := filepath.Rel(l.root, resolved)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Sprintf("lies outside the profile's directory %s: includes must be files in the top-level profile's directory or below; move it there", l.root)
+	}
+	for _, c := range strings.Split(rel, string(filepath.Separator)) {
+		if strings.HasPrefix(c, ".") {
+			return fmt.Sprintf("is a hidden file or lies in a hidden directory (%s): includes are never read from hidden paths; rename it", c)
+		}
+	}
+	if ext := filepath.Ext(resolved); ext != ".yaml" && ext != ".yml" {
+		return "is not a .yaml or .yml file: includes must be profiles named NAME.yaml or NAME.yml"
+	}
+	return ""
 }
 
 func indexOf(list []string, s string) int {

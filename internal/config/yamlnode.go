@@ -40,6 +40,9 @@ func describe(n *yaml.Node) string {
 		if n.ShortTag() == "!!null" {
 			return "nothing"
 		}
+		if r := []rune(n.Value); len(r) > MaxQuoted {
+			return fmt.Sprintf("%q... (a string of %d characters)", string(r[:MaxQuoted]), len(r))
+		}
 		return fmt.Sprintf("%q", n.Value)
 	}
 	return "an unresolved alias"
