@@ -34,6 +34,10 @@ type CacheResult struct {
 	// (bad magic, foreign key, truncated, hash mismatch); "" when none was.
 	// A bad entry is never returned.
 	Repaired string
+	// Failed says why the cache could not be used (a read-only or full
+	// directory, an entry or lock that is a directory, an I/O error): the
+	// payload was built without it. nil when the cache worked.
+	Failed error
 }
 
 // DefaultCacheDir is $NCCL_HOOKS_CACHE_DIR, else $XDG_CACHE_HOME/ncclhooks,
@@ -94,73 +98,87 @@ func (c *Cache) path(key, ext string) string { return filepath.Join(c.dir, key+e
 // Do returns the payload stored under key (a 64-digit hex key from
 // CacheKey), building and storing it with build when it is absent or bad.
 // Concurrent callers, in this process or others, build a key at most once.
+// The cache never makes Do fail: when it cannot be read, locked or written,
+// Do builds (or keeps what it built) without it and says why in
+// CacheResult.Failed. Its only errors are build's.
 func (c *Cache) Do(key string, build func() ([]byte, error)) (CacheResult, error) {
-	var res CacheResult
-	rawKey, err := hex.DecodeString(key)
-	if err != nil || len(rawKey) != sha256.Size {
-		return res, fmt.Errorf("cuda: compile cache: malformed key %q", key)
+	res, err := c.do(key, build)
+	if res.Failed != nil && res.Payload == nil && err == nil {
+		res.Payload, err = build()
+	}
+	return res, err
+}
+
+func (c *Cache) do(key string, build func() ([]byte, error)) (res CacheResult, err error) {
+	rawKey, kerr := hex.DecodeString(key)
+	if kerr != nil || len(rawKey) != sha256.Size {
+		res.Failed = fmt.Errorf("cuda: compile cache: malformed key %q", key)
+		return res, nil
 	}
 	// Fast path without the lock: a complete entry is immutable.
-	if p, _, _ := c.read(key, rawKey); p != nil {
+	if p, _ := c.read(key, rawKey); p != nil {
 		return CacheResult{Payload: p, Hit: true}, nil
 	}
 
-	lock, err := os.OpenFile(c.path(key, ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return res, fmt.Errorf("cuda: compile cache: %w", err)
+	lock, lerr := os.OpenFile(c.path(key, ".lock"), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if lerr != nil {
+		res.Failed = fmt.Errorf("cuda: compile cache: %w", lerr)
+		return res, nil
 	}
 	defer lock.Close() // closing releases the lock
 	for {
-		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX)
-		if err != unix.EINTR {
+		lerr = unix.Flock(int(lock.Fd()), unix.LOCK_EX)
+		if lerr != unix.EINTR {
 			break
 		}
 	}
-	if err != nil {
-		return res, fmt.Errorf("cuda: compile cache: locking %s: %w", lock.Name(), err)
+	if lerr != nil {
+		res.Failed = fmt.Errorf("cuda: compile cache: locking %s: %w", lock.Name(), lerr)
+		return res, nil
 	}
 
 	// Whoever held the lock before us may have built it.
-	p, bad, err := c.read(key, rawKey)
-	if err != nil {
-		return res, err
-	}
+	p, bad := c.read(key, rawKey)
 	if p != nil {
 		return CacheResult{Payload: p, Hit: true}, nil
 	}
 	if bad != "" {
 		res.Repaired = bad
-		if err := os.Remove(c.path(key, ".cubin")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return res, fmt.Errorf("cuda: compile cache: removing bad entry: %w", err)
+		if rerr := os.Remove(c.path(key, ".cubin")); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			res.Failed = fmt.Errorf("cuda: compile cache: removing a bad entry (%s): %w", bad, rerr)
+			return res, nil
 		}
 	}
 	payload, err := build()
 	if err != nil {
 		return res, err
 	}
-	if err := c.write(key, rawKey, payload); err != nil {
-		return res, err
-	}
 	res.Payload = payload
+	res.Failed = c.write(key, rawKey, payload)
 	return res, nil
 }
 
 // read returns the entry's payload, or nil and why the entry on disk is bad
-// ("" when there is none). err is only for I/O failures other than absence.
-func (c *Cache) read(key string, rawKey []byte) (payload []byte, bad string, err error) {
-	f, err := os.OpenFile(c.path(key, ".cubin"), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+// ("" when there is none). Anything that cannot be read as an entry (a
+// directory, an I/O error) is bad: Do removes it, or does without the cache.
+func (c *Cache) read(key string, rawKey []byte) (payload []byte, bad string) {
+	f, err := os.OpenFile(c.path(key, ".cubin"), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, "", nil
+		return nil, ""
 	}
 	if err != nil {
-		return nil, "unreadable: " + err.Error(), nil
+		return nil, "unreadable: " + err.Error()
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, "not a regular file"
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxEntryBytes+entryHeaderLen+1))
 	if err != nil {
-		return nil, "", fmt.Errorf("cuda: compile cache: reading %s: %w", f.Name(), err)
+		return nil, "unreadable: " + err.Error()
 	}
-	return validateEntry(b, rawKey)
+	p, why, _ := validateEntry(b, rawKey)
+	return p, why
 }
 
 func validateEntry(b, rawKey []byte) ([]byte, string, error) {

@@ -55,6 +55,9 @@ type Image struct {
 	// CacheRepaired says why a cache entry was found bad, removed and
 	// rebuilt ("" when none was): worth one log line.
 	CacheRepaired string
+	// CacheFailed says why the cache could not be used (the image was
+	// compiled without it); nil when it worked. Worth one WARN.
+	CacheFailed error
 }
 
 // DiagLine is one diagnostic of the NVRTC log.
@@ -188,7 +191,7 @@ func (l *Lib) compile(arch, src string, opt CompileOptions, link func(...[]byte)
 		if err != nil {
 			return nil, err
 		}
-		img.Cubin, img.CacheHit, img.CacheRepaired = res.Payload, res.Hit, res.Repaired
+		img.Cubin, img.CacheHit, img.CacheRepaired, img.CacheFailed = res.Payload, res.Hit, res.Repaired, res.Failed
 	}
 	img.CompileTime = time.Since(t0)
 	return img, nil

@@ -36,7 +36,10 @@ type Session struct {
 	profile  *config.Profile
 	module   *hookgen.Module
 	compiled backend.Compiled
-	devices  map[int]backend.Device
+	gpu      *gpu.Compiled // compiled, on the gpu backend
+	// cacheWarned: the compile cache's failure was logged (once).
+	cacheWarned bool
+	devices     map[int]backend.Device
 	// funcNames are the function names by id, from ncclProfilerDevFuncName.
 	// Written once, before the first device is added to the drainer, whose
 	// goroutines read them (Drainer.Add orders the two).
@@ -269,6 +272,10 @@ func (s *Session) loadDevice(ord int) backend.Device {
 	}
 	start := time.Now()
 	d, err := LoadDevice(s.compiled, s.module, ord, s.names(), s.drainer, s.jsonl.Clock)
+	if s.gpu != nil {
+		// Without nvJitLink a device's module is compiled at its load.
+		s.warnCache(s.gpu.CacheFailure())
+	}
 	if err != nil {
 		s.disableLocked(err.Error()) // the backend names the device
 		return nil
@@ -308,12 +315,11 @@ func (s *Session) compile() (backend.Compiled, error) {
 func (s *Session) compileGPU() (backend.Compiled, error) {
 	c, cacheErr, err := gpu.Open(s.module, s.knobs.CacheDir, gpu.Options{Budget: s.knobs.MaxRegisters,
 		Caps: s.knobs.RegisterCaps, Extra: strings.Fields(s.knobs.NVRTCOptions)})
-	if cacheErr != nil {
-		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: compile cache disabled (NCCL_HOOKS_CACHE_DIR): %v", cacheErr))
-	}
+	s.warnCache(cacheErr)
 	if err != nil {
 		return nil, err
 	}
+	s.gpu = c
 	s.knobs.Backend = "gpu"
 	if refused := c.Refused(); len(refused) > 0 {
 		// Only the hooks that could fault NCCL's kernels go: the others run.
@@ -329,6 +335,16 @@ func (s *Session) compileGPU() (backend.Compiled, error) {
 		s.module = c.Module()
 	}
 	return c, nil
+}
+
+// warnCache logs the first compile-cache failure: the module is compiled
+// without the cache, the plugin stays active.
+func (s *Session) warnCache(err error) {
+	if err == nil || s.cacheWarned {
+		return
+	}
+	s.cacheWarned = true
+	s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: compile cache disabled, compiling without it (NCCL_HOOKS_CACHE_DIR): %v", err))
 }
 
 // names are the function names by id, from NCCL's ncclProfilerDevFuncName,

@@ -59,9 +59,10 @@ type Compiled struct {
 	// kernels (Compile regenerates the module without them).
 	refused []Refusal
 
-	mu     sync.Mutex
-	images map[string]*archImages // by architecture
-	info   string
+	mu          sync.Mutex
+	images      map[string]*archImages // by architecture
+	info        string
+	cacheFailed error // the first cache failure (the cache is off after it)
 }
 
 type archImages struct {
@@ -84,8 +85,9 @@ type Options struct {
 // Open compiles m as Compile does, with the CUDA libraries of this machine
 // (cuda.Open) and the compile cache in cacheDir ("off": none; "": the
 // default, cuda.DefaultCacheDir), which replaces opt.Cache. A cache that
-// cannot be opened is not an error: the module is compiled without it, and
-// the returned cacheErr says why (the caller logs it).
+// cannot be opened or used (read-only, full, a bad entry that cannot be
+// removed) is not an error: the module is compiled without it, and the
+// returned cacheErr says why (the caller logs it once).
 func Open(m *hookgen.Module, cacheDir string, opt Options) (c *Compiled, cacheErr, err error) {
 	lib, err := cuda.Open()
 	if err != nil {
@@ -101,6 +103,9 @@ func Open(m *hookgen.Module, cacheDir string, opt Options) (c *Compiled, cacheEr
 		}
 	}
 	c, err = Compile(m, lib, opt)
+	if cacheErr == nil && c != nil {
+		cacheErr = c.CacheFailure()
+	}
 	return c, cacheErr, err
 }
 
@@ -218,6 +223,7 @@ func (c *Compiled) imagesFor(arch string, compile func(string, cuda.CompileOptio
 		opts := append(append([]string(nil), c.options...), fmt.Sprintf("--maxrregcount=%d", cap))
 		opt := cuda.CompileOptions{Name: SourceName, Options: opts, Cache: c.opt.Cache, Link: true, WholeProgram: c.wholeProgram}
 		img, err := compile(c.mod.Source, opt)
+		c.noteCache(img)
 		if err != nil {
 			var ce *cuda.CompileError
 			if errors.As(err, &ce) {
@@ -245,6 +251,7 @@ func (c *Compiled) imagesFor(arch string, compile func(string, cuda.CompileOptio
 	}
 	// The clock kernel is called from no other module: whole-program code.
 	clock, err := compile(clockSrc, cuda.CompileOptions{Name: "ncclhooks_clock.cu", Cache: c.opt.Cache, WholeProgram: true})
+	c.noteCache(clock)
 	if err != nil {
 		return nil, fmt.Errorf("gpu backend: compiling the clock kernel: %w", err)
 	}
@@ -273,6 +280,26 @@ func (c *Compiled) imagesFor(arch string, compile func(string, cuda.CompileOptio
 		c.info += "; " + info
 	}
 	return imgs, nil
+}
+
+// noteCache keeps the first cache failure and compiles without the cache
+// from then on: one failure, one WARN (c.mu held).
+func (c *Compiled) noteCache(img *cuda.Image) {
+	if img == nil || img.CacheFailed == nil {
+		return
+	}
+	if c.cacheFailed == nil {
+		c.cacheFailed = img.CacheFailed
+	}
+	c.opt.Cache = nil
+}
+
+// CacheFailure is why the compile cache could not be used (the module was
+// compiled without it from then on), nil when it worked or there is none.
+func (c *Compiled) CacheFailure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cacheFailed
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
