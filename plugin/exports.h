@@ -31,5 +31,7 @@ int hooks_current_device(void);
 void hooks_host_start(hk_comm* c, void** eHandle, const ncclProfilerEventDescr_v5_t* d);
 void hooks_host_state(void* eHandle, int state, const ncclProfilerEventStateArgs_v5_t* args);
 void hooks_host_stop(void* eHandle);
+int hooks_term_install(int timeoutMs);
+void hooks_term_done(void);
 
 #endif

@@ -90,6 +90,18 @@ func readKnobs() (lifecycle.Knobs, error) {
 		}
 		k.CCTimeout = d
 	}
+	k.TermDump = lifecycle.DefaultTermDump
+	switch v := getenv("NCCL_HOOKS_SIGTERM_DUMP"); v {
+	case "":
+	case "0", "off":
+		k.TermDump = 0
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > time.Minute {
+			return k, fmt.Errorf("NCCL_HOOKS_SIGTERM_DUMP=%q: give the longest wait for the final dump at SIGTERM, up to 1m (default %v), or off", v, lifecycle.DefaultTermDump)
+		}
+		k.TermDump = d
+	}
 	k.SharedCtx = getenv("NCCL_HOOKS_SHARED_CTX") == "1"
 	if k.CC == "" {
 		k.CC = "cc"

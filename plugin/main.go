@@ -20,6 +20,8 @@ import "C"
 
 import (
 	"fmt"
+	"sync"
+	"syscall"
 	"unsafe"
 
 	"github.com/ncclhooks/ncclhooks/internal/lifecycle"
@@ -46,7 +48,37 @@ func hooksInit(commID C.uint64_t, commName *C.char, nNodes, nRanks, rank, versio
 		*host = 1
 		*entry, *ctx = C.uintptr_t(hh.Entry), C.uintptr_t(hh.Ctx)
 	}
+	installTerm()
 	return C.uint64_t(i)
+}
+
+var termOnce sync.Once
+
+// installTerm catches SIGTERM once the outputs are open, so that a job
+// killed by its launcher still leaves a final dump (sigterm.c says how the
+// job's own handling of SIGTERM is kept).
+func installTerm() {
+	termOnce.Do(func() {
+		d := plugin.TermDump()
+		if d <= 0 {
+			return
+		}
+		if rc := C.hooks_term_install(C.int(d.Milliseconds())); rc != 0 {
+			ncclLog(lifecycle.LogWarn, fmt.Sprintf("ncclhooks: cannot catch SIGTERM for a final dump (%v): a job killed by SIGTERM leaves no final dump_stats", syscall.Errno(rc)))
+		}
+	})
+}
+
+// hooksTerminate starts the final dump of a process that got SIGTERM and
+// returns: sigterm.c waits for hooks_term_done, at most NCCL_HOOKS_SIGTERM_DUMP.
+//
+//export hooksTerminate
+func hooksTerminate() {
+	go func() {
+		defer C.hooks_term_done()
+		defer guard("SIGTERM dump")
+		plugin.Terminate()
+	}()
 }
 
 //export hooksFinalize

@@ -51,7 +51,15 @@ type Knobs struct {
 	MaxRegisters  int           // NCCL_HOOKS_MAX_REGISTERS: registers a hook may use (0: the default budget)
 	RegisterCaps  []int         // NCCL_HOOKS_REGISTER_CAPS: diagnostics: the --maxrregcount values to try, in order
 	SharedCtx     bool          // NCCL_HOOKS_SHARED_CTX: diagnostics: every communicator gets communicator 0's context
+	// TermDump (NCCL_HOOKS_SIGTERM_DUMP) is the longest SIGTERM waits for
+	// the final dump; 0: SIGTERM is not caught.
+	TermDump time.Duration
 }
+
+// DefaultTermDump is NCCL_HOOKS_SIGTERM_DUMP's default: well inside the
+// grace launchers give before SIGKILL (Kubernetes 30 s, Slurm's KillWait
+// 30 s), and far more than a final dump takes.
+const DefaultTermDump = 5 * time.Second
 
 // New returns a Session that has seen no communicator yet.
 // A nil HostFuncName names nothing, a nil DeviceHookNCCL says that NCCL has

@@ -403,6 +403,31 @@ func (s *Session) Finalize(id uint64) {
 	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s; output %s", desc, sum, s.jsonl.Path()))
 }
 
+// TermDump is how long a SIGTERM should wait for Terminate's final dump;
+// 0 when it should not be caught (the knob is off, or there are no outputs).
+func (s *Session) TermDump() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drainer == nil {
+		return 0
+	}
+	return s.knobs.TermDump
+}
+
+// Terminate writes the final dump of a process that is being killed
+// (SIGTERM) as the last finalize would: the hooks may still be running, so
+// positions reserved and not yet written count as torn. The drainer keeps
+// running, in case the job's own handler does not end the process.
+func (s *Session) Terminate() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.drainer == nil {
+		return
+	}
+	sum := s.drainer.Settle()
+	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: SIGTERM: final dump written before the signal takes its course: %s; output %s", sum, s.jsonl.Path()))
+}
+
 // Disable makes the plugin inactive with one WARN (a panic in an entry
 // point, for one).
 func (s *Session) Disable(why string) {

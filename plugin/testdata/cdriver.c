@@ -13,6 +13,9 @@
 // hooks are called back to back, an overload).
 // CDRIVER_SIGTERM=1: SIGTERM to itself after cycle 0's events, with no
 // finalize (a job killed by its launcher).
+// CDRIVER_JOB_HANDLER=before|after: the job's own SIGTERM handler (it
+// prints JOBHANDLER and exits with status 42), installed before loading the
+// plugin or after the first init.
 // CDRIVER_PLANT_DIR=D, CDRIVER_PLANT_TARGET=T: before loading the plugin, a
 // symlink D/ncclhooks-<host>-<pid>.jsonl -> T (planted in a shared dump
 // directory) and a regular file D/ncclhooks-<host>-<pid>.1.jsonl (an
@@ -33,6 +36,22 @@
 #include "ncclhooks_abi.h"
 
 int ncclhooks_harness_cpu = 1;
+
+static void jobHandler(int sig) {
+  (void)sig;
+  static const char msg[] = "JOBHANDLER\n";
+  (void)!write(1, msg, sizeof msg - 1);
+  _exit(42);
+}
+
+static void installJobHandler(const char* when) {
+  const char* want = getenv("CDRIVER_JOB_HANDLER");
+  if (!want || strcmp(want, when) != 0) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = jobHandler;
+  sigaction(SIGTERM, &sa, NULL);
+}
 static const char* names[] = {"AllReduce_Sum_f32_RING_LL", "AllGather_RING_SIMPLE", "ReduceScatter_Sum_bf16_RING_LL128"};
 const char* ncclProfilerDevFuncName(int id) { return id >= 0 && id < 3 ? names[id] : NULL; }
 
@@ -96,6 +115,7 @@ int main(int argc, char** argv) {
     fputs("{\"type\":\"header\",\"format\":1,\"profile\":\"old-run\"}\n", f);
     fclose(f);
   }
+  installJobHandler("before");
   void* h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
   // v6 is v7's prefix: read either through v7, getDeviceHook only for v7.
@@ -118,6 +138,7 @@ int main(int argc, char** argv) {
       snprintf(name, sizeof name, "cdriver-%d-%d", cy, i);
       if (p->init(&ctx[i], 0x1000 + i, &mask, name, 1, devs, i / comms, logger) != 0) { fprintf(stderr, "init failed\n"); return 1; }
     }
+    if (cy == 0) installJobHandler("after");
     void **hooks = calloc(devs, sizeof(void*)), **hctx = calloc(devs, sizeof(void*));
     for (int d = 0; d < devs; d++) {
       if (v == 7) p->getDeviceHook(d, &hooks[d], &hctx[d]);
