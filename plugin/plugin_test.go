@@ -29,10 +29,13 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-func buildDriver(t *testing.T) string {
+// buildDriver builds testdata/cdriver.c with extra compiler flags
+// (-DCDRIVER_NO_MARKER: a driver without the harness marker).
+func buildDriver(t *testing.T, flags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "cdriver")
-	out, err := exec.Command("cc", "-O2", "-pthread", "-rdynamic", "-I../internal/abi", "-o", bin, "testdata/cdriver.c", "-ldl").CombinedOutput()
+	args := append([]string{"-O2", "-pthread", "-rdynamic", "-I../internal/abi", "-o", bin}, flags...)
+	out, err := exec.Command("cc", append(args, "testdata/cdriver.c", "-ldl")...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("building cdriver: %v\n%s", err, out)
 	}
@@ -65,10 +68,19 @@ func runDriver(t *testing.T, env []string, devs, comms, chans, items, cycles int
 // startDriver runs the cdriver and parses its output whatever its exit.
 func startDriver(t *testing.T, env []string, devs, comms, chans, items, cycles int) (*driverRun, error) {
 	t.Helper()
+	return startDriverBin(t, buildDriver(t), env, devs, comms, chans, items, cycles)
+}
+
+// startDriverBin is startDriver with a driver built by buildDriver.
+func startDriverBin(t *testing.T, bin string, env []string, devs, comms, chans, items, cycles int) (*driverRun, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), driverTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, buildDriver(t), pluginPath, fmt.Sprint(devs), fmt.Sprint(comms), fmt.Sprint(chans), fmt.Sprint(items), fmt.Sprint(cycles))
+	cmd := exec.CommandContext(ctx, bin, pluginPath, fmt.Sprint(devs), fmt.Sprint(comms), fmt.Sprint(chans), fmt.Sprint(items), fmt.Sprint(cycles))
 	cmd.Env = append(filteredEnv(), env...)
+	// A child the driver forked and left behind must not keep the test
+	// waiting on the output pipe it inherited.
+	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		err = fmt.Errorf("still running after %v (blocked?): %w", driverTimeout, err)

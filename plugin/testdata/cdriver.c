@@ -13,6 +13,19 @@
 // hooks are called back to back, an overload).
 // CDRIVER_SIGTERM=1: SIGTERM to itself after cycle 0's events, with no
 // finalize (a job killed by its launcher).
+// CDRIVER_PLANT_FIFO=1: with CDRIVER_PLANT_DIR, a FIFO under the
+// output's name instead of the symlink (opening it would block).
+// CDRIVER_LOADFAIL=1: a file-size limit of 1 byte around cycle 0's
+// getDeviceHook of device 1, so that loading the module there fails.
+// CDRIVER_STAGGER=1: device 0's communicators are finalized as soon as
+// their threads are done, while the other devices' threads (4x the items)
+// keep emitting.
+// CDRIVER_FORK=1: after cycle 0's events, a child is forked that calls
+// device 0's hook, then sends itself SIGTERM; the parent waits for it (at
+// most 30 s) and prints "CHILD exit N", "CHILD signal N" or "CHILD HUNG".
+// CDRIVER_RELOAD=1: dlclose and dlopen the plugin again between cycles.
+// Built with -DCDRIVER_NO_MARKER, it lacks the harness marker symbol, as
+// a real NCCL job does.
 // CDRIVER_JOB_HANDLER=before|after: the job's own SIGTERM handler (it
 // prints JOBHANDLER and exits with status 42), installed before loading the
 // plugin or after the first init.
@@ -30,12 +43,16 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ncclhooks_abi.h"
 
+#ifndef CDRIVER_NO_MARKER
 int ncclhooks_harness_cpu = 1;
+#endif
 
 static void jobHandler(int sig) {
   (void)sig;
@@ -108,7 +125,9 @@ int main(int argc, char** argv) {
     for (char* c = host; *c; c++)
       if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' || *c == '-' || *c == '_')) *c = '_';
     snprintf(path, sizeof path, "%s/ncclhooks-%s-%d.jsonl", plantDir, host, (int)getpid());
-    if (symlink(getenv("CDRIVER_PLANT_TARGET"), path) != 0) { perror("symlink"); return 1; }
+    if (getenv("CDRIVER_PLANT_FIFO")) {
+      if (mkfifo(path, 0666) != 0) { perror("mkfifo"); return 1; }
+    } else if (symlink(getenv("CDRIVER_PLANT_TARGET"), path) != 0) { perror("symlink"); return 1; }
     snprintf(path, sizeof path, "%s/ncclhooks-%s-%d.1.jsonl", plantDir, host, (int)getpid());
     FILE* f = fopen(path, "w");
     if (!f) { perror(path); return 1; }
@@ -128,7 +147,15 @@ int main(int argc, char** argv) {
   const char* fsize = getenv("CDRIVER_FSIZE");
   struct rlimit rl0;
   getrlimit(RLIMIT_FSIZE, &rl0);
+  int stagger = getenv("CDRIVER_STAGGER") != NULL;
   for (int cy = 0; cy < cycles; cy++) {
+    if (cy > 0 && getenv("CDRIVER_RELOAD")) {
+      dlclose(h);
+      h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+      if (!h) { fprintf(stderr, "dlopen again: %s\n", dlerror()); return 1; }
+      p = (ncclProfiler_v7_t*)dlsym(h, v == 7 ? "ncclProfiler_v7" : "ncclProfiler_v6");
+      printf("RELOADED\n");
+    }
     if (fsize && cy == 1) setrlimit(RLIMIT_FSIZE, &rl0); // the disk has room again
     int n = devs * comms;
     void** ctx = calloc(n, sizeof(void*));
@@ -141,7 +168,12 @@ int main(int argc, char** argv) {
     if (cy == 0) installJobHandler("after");
     void **hooks = calloc(devs, sizeof(void*)), **hctx = calloc(devs, sizeof(void*));
     for (int d = 0; d < devs; d++) {
+      struct rlimit one = rl0;
+      one.rlim_cur = 1;
+      int loadFail = getenv("CDRIVER_LOADFAIL") && cy == 0 && d == 1;
+      if (loadFail) { signal(SIGXFSZ, SIG_IGN); setrlimit(RLIMIT_FSIZE, &one); }
       if (v == 7) p->getDeviceHook(d, &hooks[d], &hctx[d]);
+      if (loadFail) setrlimit(RLIMIT_FSIZE, &rl0);
       printf("HOOK %d %d %d\n", cy, d, hooks[d] != NULL);
     }
     if (fsize && cy == 0) {
@@ -155,20 +187,47 @@ int main(int argc, char** argv) {
     chan_t* cs = calloc(nt, sizeof(chan_t));
     for (int i = 0; i < nt; i++) {
       int comm = i / chans, d = comm / comms;
-      cs[i] = (chan_t){(ncclProfilerDevHook_t)hooks[d], hctx[d], i % chans, items, ((uint64_t)cy << 48) | ((uint64_t)(comm % comms) << 40)};
+      int its = stagger && d > 0 ? 4 * items : items;
+      cs[i] = (chan_t){(ncclProfilerDevHook_t)hooks[d], hctx[d], i % chans, its, ((uint64_t)cy << 48) | ((uint64_t)(comm % comms) << 40)};
       pthread_create(&t[i], NULL, run, &cs[i]);
     }
-    for (int i = 0; i < nt; i++) pthread_join(t[i], NULL);
+    int finalized = 0; // communicators finalized already
+    if (stagger) {
+      for (int i = 0; i < comms * chans; i++) pthread_join(t[i], NULL);
+      for (int i = 0; i < comms; i++) p->finalize(ctx[i]);
+      finalized = comms;
+      printf("FINALIZED %d 0\n", cy);
+      fflush(stdout);
+    }
+    for (int i = finalized * chans; i < nt; i++) pthread_join(t[i], NULL);
     for (int d = 0; d < devs; d++)
-      printf("EMITTED %d %d %ld\n", cy, d, hooks[d] ? (long)comms * chans * items * 2 : 0L);
+      printf("EMITTED %d %d %ld\n", cy, d, hooks[d] ? (long)comms * chans * (stagger && d > 0 ? 4 * items : items) * 2 : 0L);
     fflush(stdout);
+    if (getenv("CDRIVER_FORK") && cy == 0) {
+      pid_t child = fork();
+      if (child == 0) {
+        chan_t c = {(ncclProfilerDevHook_t)hooks[0], hctx[0], 0, 100, 0xfull << 44};
+        run(&c);
+        kill(getpid(), SIGTERM);
+        for (;;) pause();
+      }
+      int st = 0, waited = 0;
+      for (int ms = 0; ms < 30000 && !waited; ms += 10) {
+        if (waitpid(child, &st, WNOHANG) == child) waited = 1;
+        else usleep(10000);
+      }
+      if (!waited) { kill(child, SIGKILL); waitpid(child, &st, 0); printf("CHILD HUNG\n"); }
+      else if (WIFSIGNALED(st)) printf("CHILD signal %d\n", WTERMSIG(st));
+      else printf("CHILD exit %d\n", WEXITSTATUS(st));
+      fflush(stdout);
+    }
     if (getenv("CDRIVER_SIGTERM")) {
       printf("SIGTERM\n");
       fflush(stdout);
       kill(getpid(), SIGTERM);
       for (;;) pause();
     }
-    for (int i = 0; i < n; i++) p->finalize(ctx[i]);
+    for (int i = finalized; i < n; i++) p->finalize(ctx[i]);
     p->finalize(NULL); // a communicator whose init failed: must be harmless
     free(ctx); free(hooks); free(hctx); free(t); free(cs);
   }
