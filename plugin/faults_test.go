@@ -1,12 +1,16 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ncclhooks/ncclhooks/internal/report"
 )
 
 // Faults of the job's environment, injected the way they happen, through
@@ -217,5 +221,99 @@ func TestIncludeOfCredentialsIsNotEchoed(t *testing.T) {
 		if r.hooks["0 0"] {
 			t.Errorf("%s: hook returned while inactive", p)
 		}
+	}
+}
+
+// Finalize with slow storage (writes at 200 KB/s, as a struggling network
+// file system) returns within NCCL_HOOKS_FINALIZE_TIMEOUT instead of
+// waiting for megabytes of records to be written: one WARN, and the
+// records that were not written by then are counted as
+// dropped_write_failed in the final dump, which is written as soon as the
+// write in progress returns (the job lives on a while here); the readers
+// accept the file. Unbounded, this finalize would wait for the rest of a
+// full ring (65536 records, about 4 MB: 20 s at that rate).
+func TestFinalizeWithSlowStorage(t *testing.T) {
+	s := mountStorage(t, 200_000, 0)
+	dir := t.TempDir()
+	out := filepath.Join(s.mnt, "out")
+	prof := writeProfile(t, dir, "version: 1\nname: slow\noutput: {dump_interval: 1h}\nhooks:\n  - name: all\n    fields: [timestamp, workCounter, funcId, channelId, phase]\n    buffer: {slots: 65536}\n")
+	linger := filepath.Join(dir, "exit-now")
+	final := make(chan error, 1)
+	go func() {
+		// Let the job exit once the final dump is in the file.
+		defer os.WriteFile(linger, nil, 0o600)
+		deadline := time.Now().Add(90 * time.Second)
+		for time.Now().Before(deadline) {
+			files, _ := filepath.Glob(filepath.Join(out, "ncclhooks-*.jsonl"))
+			if len(files) == 1 {
+				if b, _ := os.ReadFile(files[0]); strings.Contains(string(b), `"final":true`) {
+					final <- nil
+					return
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		final <- errors.New("no final dump within 90 s")
+	}()
+	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out,
+		"NCCL_HOOKS_FINALIZE_TIMEOUT=2s", "CDRIVER_LINGER_UNTIL=" + linger}, 1, 1, 2, 100_000, 1)
+	var ms int
+	fmt.Sscanf(r.out[strings.Index(r.out, "FINALIZE_MS "):], "FINALIZE_MS 0 %d", &ms)
+	// The bound is 2 s; the rest is slack for a loaded machine, far below
+	// the 20 s an unbounded finalize needs.
+	if ms < 1900 || ms > 12_000 {
+		t.Errorf("finalize took %d ms, want the 2 s bound", ms)
+	}
+	slow := 0
+	for _, w := range r.warns {
+		if strings.Contains(w, "did not settle within 2s") {
+			slow++
+		}
+	}
+	if slow != 1 {
+		t.Errorf("want one WARN that finalize stopped waiting, got %q", r.warns)
+	}
+	if err := <-final; err != nil {
+		t.Fatal(err)
+	}
+	o := readOutput(t, out)
+	st := o.final["all 0"]
+	if st.Matched != r.emitted[0] || st.Records+st.Dropped != st.Matched || st.Pending != 0 || uint64(o.records["all 0"]) != st.Records {
+		t.Errorf("final %+v, %d record lines, emitted %d", st, o.records["all 0"], r.emitted[0])
+	}
+	if st.DroppedWriteFailed == 0 {
+		t.Errorf("no record counted as not written: %+v", st)
+	}
+	t.Logf("finalize %d ms; final %+v", ms, st)
+	if _, err := report.Load([]string{out}, report.Options{}); err != nil {
+		t.Errorf("report refuses the output: %v", err)
+	}
+}
+
+// Hung storage (every write blocks, as on a dead NFS server): NCCL's
+// init, getDeviceHook and finalize all return, finalize within the bound,
+// and the job exits.
+func TestHungStorage(t *testing.T) {
+	s := mountStorage(t, 0, 64<<10)
+	dir := t.TempDir()
+	prof := writeProfile(t, dir, "version: 1\nname: hung\noutput: {dump_interval: 50ms}\nhooks:\n  - name: all\n    fields: [timestamp, workCounter, funcId, channelId, phase]\n    buffer: {slots: 65536}\n")
+	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + filepath.Join(s.mnt, "out"),
+		"NCCL_HOOKS_FINALIZE_TIMEOUT=1s"}, 2, 1, 2, 20_000, 2)
+	for k, on := range r.hooks {
+		if !on {
+			t.Errorf("no hook for %s", k)
+		}
+	}
+	for cy := 0; cy < 2; cy++ {
+		var ms int
+		i := strings.Index(r.out, fmt.Sprintf("FINALIZE_MS %d ", cy))
+		if i < 0 {
+			t.Fatalf("no finalize in cycle %d:\n%s", cy, r.out)
+		}
+		fmt.Sscanf(r.out[i:], fmt.Sprintf("FINALIZE_MS %d %%d", cy), &ms)
+		if ms > 11_000 {
+			t.Errorf("cycle %d: finalize took %d ms with a 1 s bound", cy, ms)
+		}
+		t.Logf("cycle %d: finalize %d ms", cy, ms)
 	}
 }

@@ -102,6 +102,13 @@ func readKnobs() (lifecycle.Knobs, error) {
 		}
 		k.TermDump = d
 	}
+	if v := getenv("NCCL_HOOKS_FINALIZE_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return k, fmt.Errorf("NCCL_HOOKS_FINALIZE_TIMEOUT=%q: give a duration such as 30s (default %v)", v, lifecycle.DefaultFinalizeTimeout)
+		}
+		k.FinalizeTimeout = d
+	}
 	k.SharedCtx = getenv("NCCL_HOOKS_SHARED_CTX") == "1"
 	if k.CC == "" {
 		k.CC = "cc"

@@ -54,7 +54,15 @@ type Knobs struct {
 	// TermDump (NCCL_HOOKS_SIGTERM_DUMP) is the longest SIGTERM waits for
 	// the final dump; 0: SIGTERM is not caught.
 	TermDump time.Duration
+	// FinalizeTimeout (NCCL_HOOKS_FINALIZE_TIMEOUT) is the longest the last
+	// finalize waits for the outputs; 0: DefaultFinalizeTimeout.
+	FinalizeTimeout time.Duration
 }
+
+// DefaultFinalizeTimeout bounds the last finalize's wait for the outputs: a
+// final dump on working storage takes milliseconds; slow or hung storage
+// must not hold NCCL's finalize (and so the job's exit) for longer.
+const DefaultFinalizeTimeout = 10 * time.Second
 
 // DefaultTermDump is NCCL_HOOKS_SIGTERM_DUMP's default: well inside the
 // grace launchers give before SIGKILL (Kubernetes 30 s, Slurm's KillWait

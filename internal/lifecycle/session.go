@@ -39,7 +39,9 @@ type Session struct {
 	gpu      *gpu.Compiled // compiled, on the gpu backend
 	// cacheWarned: the compile cache's failure was logged (once).
 	cacheWarned bool
-	devices     map[int]backend.Device
+	// slowWarned: a finalize that gave up waiting for the output was logged.
+	slowWarned bool
+	devices    map[int]backend.Device
 	// funcNames are the function names by id, from ncclProfilerDevFuncName.
 	// Written once, before the first device is added to the drainer, whose
 	// goroutines read them (Drainer.Add orders the two).
@@ -399,8 +401,30 @@ func (s *Session) Finalize(id uint64) {
 	if len(s.comms) > 0 || s.drainer == nil {
 		return
 	}
-	sum := s.drainer.Settle()
-	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s; output %s", desc, sum, s.jsonl.Path()))
+	// The settle writes to storage that may be slow or hung (a network file
+	// system): NCCL's finalize waits for it at most FinalizeTimeout.
+	done := make(chan rings.Summary, 1)
+	go func() { done <- s.drainer.Settle() }()
+	timer := time.NewTimer(s.finalizeTimeout())
+	defer timer.Stop()
+	select {
+	case sum := <-done:
+		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s; output %s", desc, sum, s.jsonl.Path()))
+	case <-timer.C:
+		s.jsonl.Shed()
+		if !s.slowWarned {
+			s.slowWarned = true
+			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: %s: the output did not settle within %v (slow or hung storage under %s): finalize returns; the records not yet written are counted as dropped_write_failed, and the final dump_stats is written when the write in progress returns (NCCL_HOOKS_FINALIZE_TIMEOUT sets the wait; this warning is not repeated)",
+				desc, s.finalizeTimeout(), s.jsonl.Path()))
+		}
+	}
+}
+
+func (s *Session) finalizeTimeout() time.Duration {
+	if s.knobs.FinalizeTimeout > 0 {
+		return s.knobs.FinalizeTimeout
+	}
+	return DefaultFinalizeTimeout
 }
 
 // TermDump is how long a SIGTERM should wait for Terminate's final dump;
@@ -424,7 +448,17 @@ func (s *Session) Terminate() {
 	if s.drainer == nil {
 		return
 	}
-	sum := s.drainer.Settle()
+	// Half the SIGTERM wait for the writes, then the rest for the final
+	// dump alone (Shed), as a finalize does with slow storage.
+	done := make(chan rings.Summary, 1)
+	go func() { done <- s.drainer.Settle() }()
+	var sum rings.Summary
+	select {
+	case sum = <-done:
+	case <-time.After(s.knobs.TermDump / 2):
+		s.jsonl.Shed()
+		sum = <-done
+	}
 	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: SIGTERM: final dump written before the signal takes its course: %s; output %s", sum, s.jsonl.Path()))
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
@@ -73,6 +74,16 @@ type JSONL struct {
 
 	b     []byte // line being built
 	hooks map[*hookgen.HookInfo]*recordKeys
+
+	// queued are comm, clock and refused lines from callers that found a
+	// write in progress: NCCL's threads never wait for the storage. The next
+	// write takes them first (under queueMu, never held across a write).
+	queueMu sync.Mutex
+	queued  []byte
+	// shed: the settle in progress must end soon (Shed): record lines are
+	// counted as dropped_write_failed instead of written, until the final
+	// dump is written.
+	shed atomic.Bool
 }
 
 type lineKey struct {
@@ -100,6 +111,13 @@ type recordKeys struct {
 // buffered records. When that fails the records are counted lost; the
 // other lines are kept for the next write.
 func (j *JSONL) flushLocked() error {
+	j.queueMu.Lock()
+	j.meta = append(j.meta, j.queued...)
+	j.queued = j.queued[:0]
+	j.queueMu.Unlock()
+	if j.shed.Load() {
+		j.dropRecords()
+	}
 	if len(j.pendingFinal)+len(j.meta)+len(j.recs) == 0 {
 		return nil
 	}
@@ -110,6 +128,7 @@ func (j *JSONL) flushLocked() error {
 		}
 		j.pendingFinal = j.pendingFinal[:0]
 		maps.Copy(j.last, j.pendingFinalLast)
+		j.shed.Store(false)
 	}
 	data := j.meta
 	if len(j.recs) > 0 {
@@ -162,20 +181,37 @@ func (j *JSONL) writeHeader(h *Header) {
 	j.b = append(b, "}\n"...)
 }
 
-// metaLine buffers a line that must reach the file (comm, clock, refused)
-// and writes it with everything buffered before it.
+// metaLine queues a line that must reach the file (comm, clock, refused)
+// and writes it with everything buffered before it, unless a write is in
+// progress: then the line goes with the next write (the drainer's next
+// dump at the latest), and the caller, one of NCCL's threads, does not wait
+// for slow storage.
 func (j *JSONL) metaLine(line []byte) error {
-	j.meta = append(j.meta, line...)
+	j.queueMu.Lock()
+	j.queued = append(j.queued, line...)
+	j.queueMu.Unlock()
+	if !j.mu.TryLock() {
+		return nil
+	}
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return os.ErrClosed
+	}
 	return j.flushLocked()
 }
+
+// Shed makes the settle in progress end as soon as the write in progress
+// returns: record lines not yet written are counted as dropped_write_failed
+// instead of written, and the final dump is written next. It lasts until a
+// final dump is written. Called when finalize would otherwise wait on slow
+// or hung storage.
+func (j *JSONL) Shed() { j.shed.Store(true) }
 
 // Clock writes a host/device timestamp pair of one device, with the
 // device's model ("NVIDIA H200"; "" leaves it out) so that a diff can refuse
 // to compare runs on different hardware.
 func (j *JSONL) Clock(device int, model string, hostUnixNs, deviceNs uint64) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	b := append(j.b[:0], `{"type":"clock","device":`...)
+	b := append([]byte(nil), `{"type":"clock","device":`...)
 	b = strconv.AppendInt(b, int64(device), 10)
 	if model != "" {
 		b = appendKey(b, "model")
@@ -185,8 +221,7 @@ func (j *JSONL) Clock(device int, model string, hostUnixNs, deviceNs uint64) err
 	b = strconv.AppendUint(b, hostUnixNs, 10)
 	b = append(b, `,"device_ns":`...)
 	b = strconv.AppendUint(b, deviceNs, 10)
-	j.b = append(b, "}\n"...)
-	return j.metaLine(j.b)
+	return j.metaLine(append(b, "}\n"...))
 }
 
 // Comm is one communicator that was handed a hook: its index on the device
@@ -204,9 +239,7 @@ type Comm struct {
 // Comm writes a comm line: {"type":"comm","device":0,"comm":1,"comm_id":"0x..",
 // "name":"..","rank":0,"nranks":8,"nnodes":1}.
 func (j *JSONL) Comm(c Comm) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	b := append(j.b[:0], `{"type":"comm","device":`...)
+	b := append([]byte(nil), `{"type":"comm","device":`...)
 	b = strconv.AppendInt(b, int64(c.Device), 10)
 	b = append(b, `,"comm":`...)
 	b = strconv.AppendInt(b, int64(c.Index), 10)
@@ -220,8 +253,7 @@ func (j *JSONL) Comm(c Comm) error {
 	b = strconv.AppendInt(b, int64(c.NRanks), 10)
 	b = append(b, `,"nnodes":`...)
 	b = strconv.AppendInt(b, int64(c.NNodes), 10)
-	j.b = append(b, "}\n"...)
-	return j.metaLine(j.b)
+	return j.metaLine(append(b, "}\n"...))
 }
 
 // Refused writes a refused line for a hook left out of the device module
@@ -229,13 +261,10 @@ func (j *JSONL) Comm(c Comm) error {
 // "position":"p.yaml:5:5","reason":"..."}. It records nothing and has no
 // dump_stats.
 func (j *JSONL) Refused(hook, position, reason string) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	b := appendString(append(j.b[:0], `{"type":"refused","hook":`...), hook)
+	b := appendString([]byte(`{"type":"refused","hook":`), hook)
 	b = appendString(append(b, `,"position":`...), position)
 	b = appendString(append(b, `,"reason":`...), reason)
-	j.b = append(b, "}\n"...)
-	return j.metaLine(j.b)
+	return j.metaLine(append(b, "}\n"...))
 }
 
 func (j *JSONL) keys(h *hookgen.HookInfo) *recordKeys {
@@ -260,6 +289,12 @@ func (j *JSONL) Records(recs []Record) error {
 	defer j.mu.Unlock()
 	if j.f == nil {
 		return os.ErrClosed
+	}
+	if j.shed.Load() {
+		for i := range recs {
+			j.lost[lineKey{recs[i].Hook.Name, recs[i].Device}]++
+		}
+		return nil
 	}
 	var run lineKey // records are counted per run of one hook and device
 	var n uint64
@@ -346,6 +381,7 @@ func (j *JSONL) Dump(d *Dump) error {
 	}
 	if d.Final {
 		j.pendingFinal = j.pendingFinal[:0]
+		j.shed.Store(false)
 	}
 	maps.Copy(j.last, written)
 	return ferr

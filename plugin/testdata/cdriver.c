@@ -24,6 +24,10 @@
 // device 0's hook, then sends itself SIGTERM; the parent waits for it (at
 // most 30 s) and prints "CHILD exit N", "CHILD signal N" or "CHILD HUNG".
 // CDRIVER_RELOAD=1: dlclose and dlopen the plugin again between cycles.
+// CDRIVER_LINGER_UNTIL=F: after the last cycle, wait (at most 2 minutes)
+// until the file F exists before exiting, as a job that goes on after
+// destroying its communicators. Every cycle prints "FINALIZE_MS <cycle>
+// <ms>", the time its finalize calls took.
 // Built with -DCDRIVER_NO_MARKER, it lacks the harness marker symbol, as
 // a real NCCL job does.
 // CDRIVER_JOB_HANDLER=before|after: the job's own SIGTERM handler (it
@@ -227,10 +231,17 @@ int main(int argc, char** argv) {
       kill(getpid(), SIGTERM);
       for (;;) pause();
     }
+    struct timespec f0, f1;
+    clock_gettime(CLOCK_MONOTONIC, &f0);
     for (int i = finalized; i < n; i++) p->finalize(ctx[i]);
+    clock_gettime(CLOCK_MONOTONIC, &f1);
+    printf("FINALIZE_MS %d %ld\n", cy, (long)((f1.tv_sec - f0.tv_sec) * 1000 + (f1.tv_nsec - f0.tv_nsec) / 1000000));
+    fflush(stdout);
     p->finalize(NULL); // a communicator whose init failed: must be harmless
     free(ctx); free(hooks); free(hctx); free(t); free(cs);
   }
+  const char* until = getenv("CDRIVER_LINGER_UNTIL");
+  for (int ms = 0; until && ms < 120000 && access(until, F_OK) != 0; ms += 10) usleep(10000);
   dlclose(h); // NCCL does this; -z nodelete keeps the Go image resident
   printf("DONE\n");
   return 0;
