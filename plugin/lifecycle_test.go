@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ncclhooks/ncclhooks/internal/cuda"
 )
 
 // The plugin's life as NCCL orders it, and the process events of a job
@@ -183,4 +186,30 @@ func TestUnwritableDumpDirectory(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Without the CUDA driver or a device (CI's case): the gpu backend leaves
+// the plugin inactive with one WARN that says what is missing; auto falls
+// back to the cpu backend only under the harness, with no WARN.
+func TestMissingCUDA(t *testing.T) {
+	_, err := cuda.Open()
+	if !errors.Is(err, cuda.ErrNoDriver) && !errors.Is(err, cuda.ErrNoDevice) {
+		t.Skipf("a CUDA device is usable here (%v): nothing is missing", err)
+	}
+	missing := "libcuda"
+	if errors.Is(err, cuda.ErrNoDevice) {
+		missing = "no CUDA-capable device"
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	prof := writeProfile(t, dir, exactProfile)
+	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=gpu", "NCCL_HOOKS_DUMP_DIR=" + filepath.Join(dir, "gpu")}, 1, 1, 1, 10, 1)
+	if len(r.warns) != 1 || !strings.Contains(r.warns[0], missing) || r.hooks["0 0"] {
+		t.Errorf("gpu without CUDA: want no hook and one WARN with %q, got hook %v, %q", missing, r.hooks["0 0"], r.warns)
+	}
+	r = runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_DUMP_DIR=" + out}, 1, 1, 2, 500, 1)
+	if len(r.warns) != 0 || !r.hooks["0 0"] || !strings.Contains(r.out, "using the cpu backend") {
+		t.Fatalf("auto without CUDA under the harness: hook %v, WARNs %q", r.hooks["0 0"], r.warns)
+	}
+	exact(t, r, readOutput(t, out), 1, 1)
 }
