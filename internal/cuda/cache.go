@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -86,6 +87,10 @@ func OpenCache(dir string) (*Cache, error) {
 // Dir is the cache directory.
 func (c *Cache) Dir() string { return c.dir }
 
+// cacheLockWait bounds the wait for another process building the same
+// entry: a build takes well under a second (NVRTC and the link, cold).
+var cacheLockWait = 30 * time.Second
+
 // Entry file layout (little-endian), followed by the payload.
 const (
 	entryMagic     = "NCHKCUB\x00"
@@ -126,11 +131,19 @@ func (c *Cache) do(key string, build func() ([]byte, error)) (res CacheResult, e
 		return res, nil
 	}
 	defer lock.Close() // closing releases the lock
+	// Another process builds this key (a rank of the same node): wait for
+	// it, but not for a process that hangs or was stopped while holding it.
+	deadline := time.Now().Add(cacheLockWait)
 	for {
-		lerr = unix.Flock(int(lock.Fd()), unix.LOCK_EX)
-		if lerr != unix.EINTR {
+		lerr = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if (lerr != unix.EWOULDBLOCK && lerr != unix.EINTR) || time.Now().After(deadline) {
 			break
 		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if lerr == unix.EWOULDBLOCK {
+		res.Failed = fmt.Errorf("cuda: compile cache: %s is still locked after %v (another process building this entry hangs)", lock.Name(), cacheLockWait)
+		return res, nil
 	}
 	if lerr != nil {
 		res.Failed = fmt.Errorf("cuda: compile cache: locking %s: %w", lock.Name(), lerr)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -103,4 +104,28 @@ func fileSizeLimit(t *testing.T, n uint64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_FSIZE, &old); signal.Reset(syscall.SIGXFSZ) })
+}
+
+// An entry whose lock another process holds and never releases (a rank
+// that hangs or was stopped mid-build) is waited for at most
+// cacheLockWait, then built without the cache.
+func TestCacheLockHeldForever(t *testing.T) {
+	defer func(w time.Duration) { cacheLockWait = w }(cacheLockWait)
+	cacheLockWait = 200 * time.Millisecond
+	c := newTestCache(t)
+	key := CacheKey("held")
+	// flock locks belong to an open file: another open of the lock file
+	// conflicts as another process's would.
+	holder, err := os.OpenFile(c.path(key, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Do(key, func() ([]byte, error) { return []byte("built"), nil })
+	if err != nil || string(r.Payload) != "built" || r.Failed == nil || !strings.Contains(r.Failed.Error(), "still locked") {
+		t.Fatalf("Do = %q, failed %v, %v; want a build without the cache", r.Payload, r.Failed, err)
+	}
 }
