@@ -278,11 +278,14 @@ func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
 			d.errorf(it, "include cycle: %s -> %s; remove one of these includes", strings.Join(names, " -> "), filepath.Base(path))
 			continue
 		}
-		if why := l.includeRule(path); why != "" {
+		resolved, why := l.includeRule(path)
+		if why != "" {
 			d.errorf(it, "include %q %s", rel, why)
 			continue
 		}
-		data, err := l.read(path)
+		// Read what was checked: a link in the path cannot be swapped in
+		// between (positions keep the path as written).
+		data, err := l.read(resolved)
 		if err != nil {
 			d.errorf(it, "cannot read include %q: %v", rel, err)
 			continue
@@ -294,7 +297,8 @@ func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
 	return hooks
 }
 
-// includeRule says why path may not be included ("" when it may). Profiles
+// includeRule returns the file to read for an include of path, or why it
+// may not be included. Profiles
 // come from pull requests in CI (examples/ci), and NCCL_HOOKS_PROFILE is read
 // with the job's rights: an include must not read the job's credentials
 // (~/.aws/credentials, .git/config with a CI token, a key), whose content
@@ -302,24 +306,24 @@ func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
 // file in the top-level profile's directory or below, with symlinks
 // resolved (a link planted in the tree cannot point out of it), and no
 // component of its path below that directory is hidden (.git, .ssh).
-func (l *loader) includeRule(path string) string {
+func (l *loader) includeRule(path string) (resolved, why string) {
 	resolved, err := filepath.EvalSymlinks(cleanPath(path))
 	if err != nil {
-		return "" // the read names the problem
+		return path, "" // the read names the problem
 	}
 	rel, err := filepath.Rel(l.root, resolved)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return fmt.Sprintf("lies outside the profile's directory %s: includes must be files in the top-level profile's directory or below; move it there", l.root)
+		return "", fmt.Sprintf("lies outside the profile's directory %s: includes must be files in the top-level profile's directory or below; move it there", l.root)
 	}
 	for _, c := range strings.Split(rel, string(filepath.Separator)) {
 		if strings.HasPrefix(c, ".") {
-			return fmt.Sprintf("is a hidden file or lies in a hidden directory (%s): includes are never read from hidden paths; rename it", c)
+			return "", fmt.Sprintf("is a hidden file or lies in a hidden directory (%s): includes are never read from hidden paths; rename it", c)
 		}
 	}
 	if ext := filepath.Ext(resolved); ext != ".yaml" && ext != ".yml" {
-		return "is not a .yaml or .yml file: includes must be profiles named NAME.yaml or NAME.yml"
+		return "", "is not a .yaml or .yml file: includes must be profiles named NAME.yaml or NAME.yml"
 	}
-	return ""
+	return resolved, ""
 }
 
 func indexOf(list []string, s string) int {
