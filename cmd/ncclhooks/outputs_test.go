@@ -32,7 +32,12 @@ func TestPrometheusTextfilesFromThePlugin(t *testing.T) {
 	prom := t.TempDir()
 	runOnce(t, []string{"NCCL_HOOKS_PROM_DIR=" + prom, "NCCL_HOOKS_PROM_DUMP_STATS=1"})
 	for d := 0; d < 2; d++ {
-		path := filepath.Join(prom, fmt.Sprintf("ncclhooks_dev%d.prom", d))
+		// One file per device of the process, named by GPU and pid.
+		files, _ := filepath.Glob(filepath.Join(prom, fmt.Sprintf("ncclhooks_dev%d_*.prom", d)))
+		if len(files) != 1 {
+			t.Fatalf("device %d: want one textfile ncclhooks_dev%d_<pid>.prom, got %v", d, d, files)
+		}
+		path := files[0]
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatalf("device %d: %v", d, err)

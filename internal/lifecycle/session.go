@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,7 @@ type Session struct {
 	drainer *rings.Drainer
 	sinks   []sinks.Sink
 	jsonl   *sinks.JSONL
+	prom    *sinks.Prom // nil without Prometheus outputs
 
 	comms  map[uint64]*comm // live communicators by id
 	nextID uint64
@@ -154,16 +156,8 @@ func (s *Session) openOutputs() error {
 		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s already exists in the dump directory (an earlier run with this host and pid, or a link): writing %s instead", name, j.Path()))
 	}
 	s.sinks = []sinks.Sink{j}
-	if s.knobs.PromDir != "" || s.knobs.PromAddr != "" {
-		p, err := sinks.NewProm(s.knobs.PromDir, sinks.PromOptions{
-			Addr:      s.knobs.PromAddr,
-			DumpStats: s.knobs.PromDumpStats,
-			Host:      host,
-		})
-		if err != nil {
-			j.Close()
-			return fmt.Errorf("NCCL_HOOKS_PROM_DIR / NCCL_HOOKS_PROM_ADDR: %v", err)
-		}
+	if p := s.openProm(host); p != nil {
+		s.prom = p
 		s.sinks = append(s.sinks, p)
 	}
 	s.drainer = rings.NewDrainer(rings.Options{
@@ -174,6 +168,37 @@ func (s *Session) openOutputs() error {
 		Log:          s.env.Log,
 	})
 	return nil
+}
+
+// openProm starts the Prometheus outputs the knobs ask for. Each that
+// fails is left out with one WARN and the rest stays active: nil when
+// neither the textfiles nor the endpoint could start.
+func (s *Session) openProm(host string) *sinks.Prom {
+	if s.knobs.PromDir == "" && s.knobs.PromAddr == "" {
+		return nil
+	}
+	opts := sinks.PromOptions{DumpStats: s.knobs.PromDumpStats, Host: host}
+	p, err := sinks.NewProm(s.knobs.PromDir, opts)
+	if err != nil {
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: Prometheus textfiles disabled (NCCL_HOOKS_PROM_DIR), everything else stays active: %v", err))
+		if s.knobs.PromAddr == "" {
+			return nil
+		}
+		if p, err = sinks.NewProm("", opts); err != nil {
+			return nil
+		}
+	}
+	if s.knobs.PromAddr != "" {
+		if err := p.Serve(s.knobs.PromAddr); err != nil {
+			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: /metrics endpoint disabled (NCCL_HOOKS_PROM_ADDR=%s), everything else stays active: %v", s.knobs.PromAddr, err))
+			if s.knobs.PromDir == "" {
+				return nil
+			}
+		} else {
+			s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: serving /metrics at http://%s/metrics", p.Addr()))
+		}
+	}
+	return p
 }
 
 // DeviceHook returns the hook and a context of its own for the communicator
@@ -201,6 +226,14 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 	}
 	d, ok := s.devices[ord]
 	if !ok {
+		if s.prom != nil {
+			// Before the device's first dump: its series keep their labels.
+			id := sinks.DeviceIdentity{GPU: gpuName(ord)}
+			if c != nil {
+				id.Rank = strconv.Itoa(c.rank)
+			}
+			s.prom.Identify(ord, id)
+		}
 		if d = s.loadDevice(ord); d == nil {
 			return 0, 0
 		}
@@ -241,6 +274,10 @@ func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index
 	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: device %d, comm index %d, hook %#x ctx %#x", desc, ord, index, d.Entry(), cctx))
 	return cctx, index, true
 }
+
+// gpuName names device ord's GPU in the Prometheus outputs (the file name
+// and the gpu label): by ordinal until the device's UUID is known.
+func gpuName(ord int) string { return sinks.GPUName(ord, "") }
 
 // waitingComm is the oldest communicator that has not asked for a hook.
 func (s *Session) waitingComm() *comm {
