@@ -366,3 +366,68 @@ func TestReportOfOnDeviceAggregates(t *testing.T) {
 	}
 	t.Fatalf("no duration_ns aggregate in:\n%.3000s", out)
 }
+
+// NCCL_HOOKS_COMPRESS: run's own check, check, report, trace and diff read
+// compressed outputs as they read plain ones, with the same results; a
+// compressed file cut short reads up to its last complete line.
+func TestCompressedOutputsReadByEveryCommand(t *testing.T) {
+	const prof = "../../examples/all-events.yaml"
+	run := func(compress string) string {
+		dir := t.TempDir()
+		out, code := cliEnv(t, []string{"NCCL_HOOKS_COMPRESS=" + compress}, "run", prof, "--backend", "cpu", "--out", dir, "--items", "300")
+		if code != 0 || !strings.Contains(out, "result: exact") {
+			t.Fatalf("run with %s: exit %d:\n%s", compress, code, out)
+		}
+		return dir
+	}
+	report := func(dir string) map[string]any {
+		out, code := cli(t, "report", dir, "--json")
+		if code != 0 {
+			t.Fatalf("report %s: exit %d:\n%s", dir, code, out)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("report --json: %v\n%.500s", err, out)
+		}
+		return m
+	}
+	hooks := func(m map[string]any) string { b, _ := json.Marshal(m["hooks"]); return string(b) }
+	plain := report(run("none"))
+	for _, c := range []string{"zstd", "gzip"} {
+		t.Run(c, func(t *testing.T) {
+			dir := run(c)
+			files, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*.jsonl"+map[string]string{"zstd": ".zst", "gzip": ".gz"}[c]))
+			if len(files) != 1 {
+				all, _ := filepath.Glob(filepath.Join(dir, "*"))
+				t.Fatalf("want one compressed output, got %v", all)
+			}
+			m := report(dir)
+			// Same harness, same counts per hook: timings differ, counts do not.
+			var a, b []map[string]any
+			json.Unmarshal([]byte(hooks(m)), &a)
+			json.Unmarshal([]byte(hooks(plain)), &b)
+			if len(a) == 0 || len(a) != len(b) || a[0]["records"] == nil || a[0]["records"] != b[0]["records"] {
+				t.Errorf("report of the %s output differs in its counts from the plain one:\n%.600s\n%.600s", c, hooks(m), hooks(plain))
+			}
+			if out, code := cli(t, "check", dir, "--profile", prof, "--comms", "2"); code != 0 || !strings.Contains(out, "result: exact") {
+				t.Errorf("check: exit %d:\n%s", code, out)
+			}
+			tf := filepath.Join(t.TempDir(), "t.json")
+			if out, code := cli(t, "trace", dir, "-o", tf); code != 0 || !strings.Contains(out, "4800 slices") {
+				t.Errorf("trace: exit %d:\n%s", code, out)
+			}
+			if out, code := cli(t, "diff", dir, dir); code == 2 && strings.Contains(out, "no *.jsonl") || code > 2 {
+				t.Errorf("diff did not read the compressed runs: exit %d:\n%s", code, out)
+			}
+			// Cut short, as by a kill: the report reads what is whole and says so.
+			data, _ := os.ReadFile(files[0])
+			cut := t.TempDir()
+			if err := os.WriteFile(filepath.Join(cut, filepath.Base(files[0])), data[:len(data)*2/3], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, code := cli(t, "report", cut); code != 0 || !strings.Contains(out, "ends inside a frame") {
+				t.Errorf("report of a cut file: exit %d:\n%s", code, out)
+			}
+		})
+	}
+}

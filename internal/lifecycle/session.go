@@ -15,6 +15,7 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/rings"
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 	"github.com/ncclhooks/ncclhooks/internal/sinks"
 )
 
@@ -140,19 +141,19 @@ func (s *Session) outputDir() string {
 // last finalize of a cycle settles them (a final dump, files flushed).
 func (s *Session) openOutputs() error {
 	host, _ := os.Hostname()
-	j, err := sinks.NewJSONL(s.outputDir(), sinks.Header{
+	j, err := sinks.OpenJSONL(s.outputDir(), sinks.Header{
 		Profile:     s.profile.Name,
 		ProfileFile: s.profile.File,
 		Host:        host,
 		PID:         os.Getpid(),
 		Backend:     s.knobs.Backend,
 		Fields:      sinks.HeaderFields(s.module),
-	})
+	}, sinks.JSONLOptions{Compress: s.knobs.Compress, MaxBytes: s.knobs.MaxOutputSize, Log: s.env.Log})
 	if err != nil {
 		return fmt.Errorf("NCCL_HOOKS_DUMP_DIR / output.dump_dir: %v", err)
 	}
 	s.jsonl = j
-	if name := sinks.FileName(host, os.Getpid()); filepath.Base(j.Path()) != name {
+	if name := sinks.FileName(host, os.Getpid()) + schema.Suffix(s.knobs.Compress); filepath.Base(j.Path()) != name {
 		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s already exists in the dump directory (an earlier run with this host and pid, or a link): writing %s instead", name, j.Path()))
 	}
 	s.sinks = []sinks.Sink{j}

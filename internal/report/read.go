@@ -177,7 +177,7 @@ func Expand(inputs []string) ([]string, error) {
 			if err != nil {
 				return err
 			}
-			if !d.IsDir() && filepath.Ext(p) == ".jsonl" {
+			if !d.IsDir() && schema.IsOutputName(p) {
 				found = append(found, p)
 			}
 			return nil
@@ -186,7 +186,7 @@ func Expand(inputs []string) ([]string, error) {
 			return nil, &InputError{Path: in, Err: err}
 		}
 		if len(found) == 0 {
-			return nil, &InputError{Path: in, Err: errors.New("directory holds no *.jsonl files (is it the dump directory of a finished run?)")}
+			return nil, &InputError{Path: in, Err: errors.New("directory holds no *.jsonl files (nor .jsonl.zst, .jsonl.gz: is it the dump directory of a finished run?)")}
 		}
 		slices.Sort(found)
 		files = append(files, found...)
@@ -235,9 +235,12 @@ type reader struct {
 }
 
 func (r *reader) readFile(index int, path string) error {
-	fh, err := os.Open(path)
+	fh, err := schema.Open(path)
 	if err != nil {
-		return &InputError{Path: path, Err: errors.Unwrap(err)}
+		if u := errors.Unwrap(err); u != nil {
+			err = u
+		}
+		return &InputError{Path: path, Err: err}
 	}
 	defer fh.Close()
 	f := &File{Path: path, Clocks: map[int]Clock{}}
@@ -270,6 +273,9 @@ func (r *reader) readFile(index int, path string) error {
 			return &InputError{Path: path, Line: lineNo, Err: lerr}
 		}
 	}
+	if fh.Truncated() {
+		r.warn(fmt.Sprintf("%s: %v; the totals are those of the last dump_stats line before it", path, schema.ErrTruncated))
+	}
 	if lineNo == 0 {
 		return &InputError{Path: path, Err: errors.New("empty file: not an ncclhooks JSON lines output")}
 	}
@@ -293,6 +299,7 @@ func (r *reader) progress(n int64) {
 	}
 	before := r.done >> 22
 	r.done += n
+	r.total = max(r.total, r.done) // a compressed file reads as more bytes than it has
 	if r.done>>22 != before || r.done == r.total {
 		r.opts.Progress(r.done, r.total)
 	}

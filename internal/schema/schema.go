@@ -100,6 +100,7 @@ type DumpStats struct {
 	DroppedTorn          uint64 `json:"dropped_torn_total"`
 	DroppedRingFull      uint64 `json:"dropped_ring_full_total"`
 	DroppedWriteFailed   uint64 `json:"dropped_write_failed_total"` // records whose lines could not be written (a full disk)
+	DroppedCap           uint64 `json:"dropped_cap_total"`          // records not written: the file reached NCCL_HOOKS_MAX_OUTPUT_BYTES
 	Pending              uint64 `json:"pending"`                    // reserved, not yet decided; 0 in a final dump
 }
 
