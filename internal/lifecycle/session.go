@@ -148,6 +148,7 @@ func (s *Session) openOutputs() error {
 		PID:         os.Getpid(),
 		Backend:     s.knobs.Backend,
 		Fields:      sinks.HeaderFields(s.module),
+		Funcs:       s.names(),
 	}, sinks.JSONLOptions{Compress: s.knobs.Compress, MaxBytes: s.knobs.MaxOutputSize, Log: s.env.Log})
 	if err != nil {
 		return fmt.Errorf("NCCL_HOOKS_DUMP_DIR / output.dump_dir: %v", err)
@@ -383,6 +384,15 @@ func (s *Session) names() []string {
 		}
 		if len(s.module.FuncSets) > 0 && len(s.funcNames) == 0 {
 			s.env.Log(LogWarn, "ncclhooks: NCCL does not export ncclProfilerDevFuncName: name predicates (func matches ...) match nothing")
+		} else if un := s.module.UnmatchedFuncSets(s.funcNames); len(un) > 0 {
+			// Most likely a typo: the hook records nothing, which would
+			// otherwise look like a job that never ran that collective.
+			var lines []string
+			for _, u := range un {
+				lines = append(lines, "  "+u.String())
+			}
+			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: %d name predicate(s) match none of NCCL's %d function names (ncclhooks funcs OUTPUT lists them); their hooks match no event:\n%s",
+				len(un), len(s.funcNames), strings.Join(lines, "\n")))
 		}
 	}
 	return s.funcNames

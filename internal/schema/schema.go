@@ -38,6 +38,9 @@ type Header struct {
 	// Fields maps, per hook, each output field name to its catalogue source
 	// ("ts" -> "timestamp"), for profiles that rename fields.
 	Fields map[string]map[string]string `json:"fields,omitempty"`
+	// Funcs are NCCL's function names by id (ncclProfilerDevFuncName) as the
+	// plugin resolved them; absent where NCCL names none.
+	Funcs []string `json:"funcs,omitempty"`
 }
 
 // Clock is a host/device timestamp pair taken together on one device.

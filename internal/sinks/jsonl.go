@@ -29,6 +29,8 @@ type Header struct {
 	// catalogue source, so readers find renamed fields ("ts" -> "timestamp").
 	// HeaderFields builds it from a module.
 	Fields map[string]map[string]string
+	// Funcs are NCCL's function names by id, as the plugin resolved them.
+	Funcs []string
 }
 
 // HeaderFields returns Header.Fields for a module.
@@ -193,6 +195,17 @@ func (j *JSONL) writeHeader(h *Header) {
 	if len(h.Fields) > 0 {
 		b = appendKey(b, "fields")
 		b = appendStringMap2(b, h.Fields)
+	}
+	if len(h.Funcs) > 0 {
+		b = appendKey(b, "funcs")
+		b = append(b, '[')
+		for i, n := range h.Funcs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, n)
+		}
+		b = append(b, ']')
 	}
 	j.b = append(b, "}\n"...)
 }
