@@ -166,3 +166,39 @@ func readLines(t *testing.T, path string) []string {
 	}
 	return lines
 }
+
+// The header lists the function names NCCL's ncclProfilerDevFuncName gave
+// (the C driver's three); a name predicate that matches none of them logs
+// one WARN at init naming its position and the closest names, and the
+// other hooks record as usual.
+func TestFuncNamesInHeaderAndUnmatchedPredicate(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	prof := writeProfile(t, dir, `version: 1
+name: names
+hooks:
+  - name: typo
+    when: func startsWith "AllGather_RING_SIMPEL"
+    fields: [workCounter, channelId, phase]
+  - name: all
+    fields: [workCounter, channelId, phase]
+    buffer: {slots: 65536}
+`)
+	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out}, 1, 1, 2, 200, 1)
+	if len(r.warns) != 1 || !strings.Contains(r.warns[0], "profile.yaml:5:11") || !strings.Contains(r.warns[0], "closest: AllGather_RING_SIMPLE") {
+		t.Fatalf("want one WARN naming the predicate's position and the closest name, got %q", r.warns)
+	}
+	o := readOutput(t, out)
+	if st := o.final["all 0"]; st.Records != r.emitted[0] {
+		t.Errorf("the other hook: %+v, emitted %d", st, r.emitted[0])
+	}
+	lines := readLines(t, o.path)
+	var h schema.Header
+	if err := json.Unmarshal([]byte(lines[0]), &h); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"AllReduce_Sum_f32_RING_LL", "AllGather_RING_SIMPLE", "ReduceScatter_Sum_bf16_RING_LL128"}
+	if strings.Join(h.Funcs, ",") != strings.Join(want, ",") {
+		t.Errorf("header funcs %q, want %q", h.Funcs, want)
+	}
+}
