@@ -36,6 +36,9 @@ func (r *reader) aggregate(index int, line []byte) error {
 		r.run.Aggs = map[aggKey]*AggSnapshot{}
 	}
 	r.run.Aggs[aggKey{index, a.Device, a.Hook, a.Name}] = &a
+	if r.opts.AggHistory {
+		r.run.AggHistory = append(r.run.AggHistory, AggPoint{File: index, Agg: &a})
+	}
 	return nil
 }
 

@@ -113,6 +113,15 @@ type Run struct {
 	// Refused are the hooks the plugin left out of the device module
 	// (refused lines: they could fault NCCL's kernels), with the reason.
 	Refused map[string]string
+	// AggHistory is every aggregate snapshot in file order, kept only with
+	// Options.AggHistory (the trace draws them over time).
+	AggHistory []AggPoint
+}
+
+// AggPoint is one aggregate snapshot and the index of its file in Run.Files.
+type AggPoint struct {
+	File int
+	Agg  *AggSnapshot
 }
 
 // HookNames returns the hooks seen, sorted.
@@ -129,6 +138,9 @@ func (r *Run) HookNames() []string {
 type Options struct {
 	// AllowMixed accepts files whose headers name different profiles.
 	AllowMixed bool
+	// AggHistory keeps every aggregate snapshot in Run.AggHistory, not only
+	// the latest.
+	AggHistory bool
 	// Warn, when set, receives each of Run.Warnings as it is found.
 	Warn func(msg string)
 	// Progress, when set, is called now and then with bytes read so far
