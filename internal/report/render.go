@@ -158,7 +158,7 @@ func (r *Report) Write(w io.Writer, f Format, summary bool) error {
 				mx = number(row.Max)
 			}
 			a.add(ag.Hook, ag.Name, ag.Kind, orAll(row.Func), orAll(row.Channel), strconv.FormatUint(row.Count, 10),
-				sum, mn, mx, row.P50, row.P90, row.P99)
+				sum, mn, mx, string(row.P50), string(row.P90), string(row.P99))
 		}
 	}
 	if err := a.write(w, f); err != nil {
