@@ -76,6 +76,8 @@ Exit status: 0 done, 2 usage or input error.
 	if len(sum.NoClock) > 0 {
 		fmt.Fprintf(stderr, "warning: no clock line for %s: those slices keep raw device time\n", strings.Join(sum.NoClock, ", "))
 	}
-	fmt.Fprintln(stderr, "open it at https://ui.perfetto.dev (Open trace file)")
+	if !quiet {
+		fmt.Fprintln(stderr, "open it at https://ui.perfetto.dev (Open trace file)")
+	}
 	return 0
 }
