@@ -228,14 +228,7 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 	}
 	d, ok := s.devices[ord]
 	if !ok {
-		if s.prom != nil {
-			// Before the device's first dump: its series keep their labels.
-			id := sinks.DeviceIdentity{GPU: gpuName(ord)}
-			if c != nil {
-				id.Rank = strconv.Itoa(c.rank)
-			}
-			s.prom.Identify(ord, id)
-		}
+		s.identifyDevice(ord, c)
 		if d = s.loadDevice(ord); d == nil {
 			return 0, 0
 		}
@@ -275,6 +268,20 @@ func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index
 	}
 	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: device %d, comm index %d, hook %#x ctx %#x", desc, ord, index, d.Entry(), cctx))
 	return cctx, index, true
+}
+
+// identifyDevice names device ord's GPU and the rank of c (its first
+// communicator; nil: none) in the Prometheus outputs. Called before the
+// device is loaded, so before its first dump: its series keep their labels.
+func (s *Session) identifyDevice(ord int, c *comm) {
+	if s.prom == nil {
+		return
+	}
+	id := sinks.DeviceIdentity{GPU: gpuName(ord)}
+	if c != nil {
+		id.Rank = strconv.Itoa(c.rank)
+	}
+	s.prom.Identify(ord, id)
 }
 
 // gpuName names device ord's GPU in the Prometheus outputs (the file name
