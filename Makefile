@@ -11,6 +11,10 @@ FUZZTIME ?= 100000x
 # cannot be unloaded (golang/go#11100), so it must stay resident.
 PLUGIN_LDFLAGS := -extldflags=-Wl,-z,nodelete
 
+# ncclhooks --version reads the build information; where the go command
+# stamps no VCS state (-buildvcs=false, a worktree), this stands in.
+GIT_DESCRIBE := $(shell git describe --always --dirty 2>/dev/null)
+
 .PHONY: all build test demo bench fuzz vet golden clean
 
 all: build
@@ -19,7 +23,7 @@ build:
 	@mkdir -p $(BUILD)
 	$(GO) build -buildmode=c-shared -ldflags='$(PLUGIN_LDFLAGS)' -o $(PLUGIN) ./plugin
 	@rm -f $(BUILD)/libnccl-profiler-hooks.h
-	$(GO) build -o $(CLI) ./cmd/ncclhooks
+	$(GO) build -ldflags='-X main.gitDescribe=$(GIT_DESCRIBE)' -o $(CLI) ./cmd/ncclhooks
 
 # The tests load the real plugin (NCCLHOOKS_PLUGIN) and the real CLI
 # (NCCLHOOKS_CLI); GPU tests skip cleanly where no GPU is present.
@@ -52,10 +56,21 @@ fuzz:
 
 # The main job: a profile through the harness, on the GPU where one is
 # present, else on the cpu backend.
+# Every demo run writes a directory of its own (out/demo-<time>), so that
+# reports of a run never merge an earlier one's output. stdout holds the
+# results; the plugin's log goes to stderr, its INFO lines left out.
+DEMO_DIR = out/demo-$(shell date +%Y%m%d-%H%M%S)
+
 demo: build
-	$(CLI) run examples/all-events.yaml --out out/demo
-	@echo
-	@echo "JSON lines written to out/demo:"; ls -l out/demo
+	@d=$(DEMO_DIR); \
+	$(CLI) --quiet run examples/all-events.yaml --out $$d || exit $$?; \
+	echo; echo "next:"; \
+	printf '  %-56s # %s\n' \
+		"$(CLI) report $$d" "p50/p90/p99/max per function and channel, skew, capture" \
+		"$(CLI) trace $$d -o $$d/trace.json" "open it at https://ui.perfetto.dev" \
+		"$(CLI) gen --hooks examples/all-events.yaml" "the CUDA C that runs inside NCCL's kernels" \
+		"$(CLI) funcs $$d" "NCCL's function names by id" \
+		"$(CLI) help" "every command"
 
 bench: build
 	NCCLHOOKS_PLUGIN=$(abspath $(PLUGIN)) $(GO) test -run '^$$' -bench . -benchtime 2s ./internal/hookgen/ ./internal/rings/ ./internal/sinks/

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/report"
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
 // Faults of the job's environment, injected the way they happen, through
@@ -94,12 +95,20 @@ func TestOutputNeverFollowsOrAppends(t *testing.T) {
 // line, records_total counts only the record lines in the file (the rest
 // are dropped_write_failed), the final dump of the cycle that hit the full
 // disk is written once there is room, and the output resumes.
+// Compressed, every write is a frame of its own and a failed one is cut back
+// to the previous frame: the file reads back whole.
 func TestTransientFullDisk(t *testing.T) {
+	for _, c := range []string{"none", "zstd", "gzip"} {
+		t.Run(c, func(t *testing.T) { transientFullDisk(t, c) })
+	}
+}
+
+func transientFullDisk(t *testing.T, compress string) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
 	prof := writeProfile(t, dir, "version: 1\nname: full-disk\noutput: {dump_interval: 20ms, ring_capacity: 262144}\nhooks:\n  - name: all\n    fields: [workCounter, channelId, phase]\n    buffer: {slots: 65536}\n")
 	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out,
-		"CDRIVER_FSIZE=16384"}, 1, 1, 2, 20000, 2)
+		"NCCL_HOOKS_COMPRESS=" + compress, "CDRIVER_FSIZE=16384"}, 1, 1, 2, 20000, 2)
 	// One WARN about the failed write; a host under load may add the
 	// one-time drop WARN (ring_full, counted below).
 	failedWARNs := 0
@@ -112,12 +121,15 @@ func TestTransientFullDisk(t *testing.T) {
 		t.Errorf("want one WARN about the failed write, got %q", r.warns)
 	}
 	o := readOutput(t, out)
+	if !strings.HasSuffix(o.path, ".jsonl"+schema.Suffix(compress)) {
+		t.Errorf("NCCL_HOOKS_COMPRESS=%s wrote %s", compress, o.path)
+	}
 	st := o.final["all 0"]
 	if st.Matched != r.emitted[0] || st.Records+st.Dropped != st.Matched || st.Pending != 0 {
 		t.Errorf("final %+v, emitted %d", st, r.emitted[0])
 	}
-	if st.DroppedWriteFailed == 0 || st.DroppedWriteFailed+st.DroppedRingFull != st.Dropped {
-		t.Errorf("want drops to be failed writes (and ring_full under load), and some: %+v", st)
+	if st.DroppedWriteFailed == 0 || st.DroppedWriteFailed+st.DroppedRingFull+st.DroppedTorn != st.Dropped {
+		t.Errorf("want drops to be failed writes (and ring_full or torn under load), and some: %+v", st)
 	}
 	if uint64(o.records["all 0"]) != st.Records {
 		t.Errorf("%d record lines in the file, records_total %d", o.records["all 0"], st.Records)

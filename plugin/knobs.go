@@ -59,6 +59,20 @@ func readKnobs() (lifecycle.Knobs, error) {
 	default:
 		return k, fmt.Errorf("NCCL_HOOKS_SOURCE=%q: use auto, host or device", k.Source)
 	}
+	switch v := strings.ToLower(getenv("NCCL_HOOKS_COMPRESS")); v {
+	case "", "none", "0":
+	case "zstd", "gzip":
+		k.Compress = v
+	default:
+		return k, fmt.Errorf("NCCL_HOOKS_COMPRESS=%q: use zstd, gzip or none", v)
+	}
+	if v := getenv("NCCL_HOOKS_MAX_OUTPUT_BYTES"); v != "" {
+		n, err := parseSize(v)
+		if err != nil {
+			return k, fmt.Errorf("NCCL_HOOKS_MAX_OUTPUT_BYTES=%q: give a size in bytes, with an optional K, M, G or T (powers of 1024): 512M, 20G; 0 for no cap", v)
+		}
+		k.MaxOutputSize = n
+	}
 	switch v := getenv("NCCL_HOOKS_PROM_DUMP_STATS"); v {
 	case "", "0":
 	case "1":
@@ -114,4 +128,23 @@ func readKnobs() (lifecycle.Knobs, error) {
 		k.CC = "cc"
 	}
 	return k, nil
+}
+
+// parseSize reads a byte count with an optional binary suffix (K, M, G, T;
+// KiB, MiB... and KB, MB... mean the same).
+func parseSize(v string) (int64, error) {
+	s := strings.ToUpper(strings.TrimSpace(v))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "B"), "I")
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		if i := strings.IndexByte("KMGT", s[n-1]); i >= 0 {
+			mult = int64(1) << (10 * (i + 1))
+			s = s[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("bad size %q", v)
+	}
+	return n * mult, nil
 }

@@ -141,7 +141,11 @@ type output struct {
 
 func readOutput(t *testing.T, dir string) *output {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*.jsonl"))
+	var files []string
+	for _, suffix := range schema.OutputSuffixes {
+		m, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*"+suffix))
+		files = append(files, m...)
+	}
 	if len(files) != 1 {
 		t.Fatalf("want one output file in %s, got %v", dir, files)
 	}
@@ -153,7 +157,7 @@ func readOutput(t *testing.T, dir string) *output {
 func readOutputFile(t *testing.T, path string) *output {
 	t.Helper()
 	files := []string{path}
-	f, err := os.Open(files[0])
+	f, err := schema.Open(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}

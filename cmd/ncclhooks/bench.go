@@ -38,6 +38,10 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	ordinal := fs.Int("device", 0, "CUDA device")
 	outFile := fs.String("o", "", "also append the results (markdown) to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sustained-rate runs (the drain) to this file")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: ncclhooks bench [flags]   (needs a GPU; results in bench/RESULTS.md)")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

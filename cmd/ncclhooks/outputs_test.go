@@ -32,7 +32,12 @@ func TestPrometheusTextfilesFromThePlugin(t *testing.T) {
 	prom := t.TempDir()
 	runOnce(t, []string{"NCCL_HOOKS_PROM_DIR=" + prom, "NCCL_HOOKS_PROM_DUMP_STATS=1"})
 	for d := 0; d < 2; d++ {
-		path := filepath.Join(prom, fmt.Sprintf("ncclhooks_dev%d.prom", d))
+		// One file per device of the process, named by GPU and pid.
+		files, _ := filepath.Glob(filepath.Join(prom, fmt.Sprintf("ncclhooks_dev%d_*.prom", d)))
+		if len(files) != 1 {
+			t.Fatalf("device %d: want one textfile ncclhooks_dev%d_<pid>.prom, got %v", d, d, files)
+		}
+		path := files[0]
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatalf("device %d: %v", d, err)
@@ -334,9 +339,9 @@ func TestReportOfOnDeviceAggregates(t *testing.T) {
 			Name string `json:"name"`
 			Kind string `json:"kind"`
 			Rows []struct {
-				Func  string `json:"func"`
-				Count uint64 `json:"count"`
-				P50   string `json:"p50_le"`
+				Func  string          `json:"func"`
+				Count uint64          `json:"count"`
+				P50   json.RawMessage `json:"p50_le"`
 			} `json:"rows"`
 		} `json:"aggregates"`
 	}
@@ -350,8 +355,12 @@ func TestReportOfOnDeviceAggregates(t *testing.T) {
 		var n uint64
 		for _, r := range a.Rows {
 			n += r.Count
-			if r.Func == "" || r.P50 == "" {
+			if r.Func == "" || len(r.P50) == 0 {
 				t.Errorf("row %+v lacks its function or p50", r)
+			}
+			// --json numbers are numbers; only the +Inf bucket is a string.
+			if r.P50[0] == '"' && string(r.P50) != `"+Inf"` {
+				t.Errorf("p50_le %s is a string", r.P50)
 			}
 		}
 		if want := uint64(2 * 2 * 4 * 1000); n != want {
@@ -360,4 +369,69 @@ func TestReportOfOnDeviceAggregates(t *testing.T) {
 		return
 	}
 	t.Fatalf("no duration_ns aggregate in:\n%.3000s", out)
+}
+
+// NCCL_HOOKS_COMPRESS: run's own check, check, report, trace and diff read
+// compressed outputs as they read plain ones, with the same results; a
+// compressed file cut short reads up to its last complete line.
+func TestCompressedOutputsReadByEveryCommand(t *testing.T) {
+	const prof = "../../examples/all-events.yaml"
+	run := func(compress string) string {
+		dir := t.TempDir()
+		out, code := cliEnv(t, []string{"NCCL_HOOKS_COMPRESS=" + compress}, "run", prof, "--backend", "cpu", "--out", dir, "--items", "300")
+		if code != 0 || !strings.Contains(out, "result: exact") {
+			t.Fatalf("run with %s: exit %d:\n%s", compress, code, out)
+		}
+		return dir
+	}
+	report := func(dir string) map[string]any {
+		out, code := cli(t, "report", dir, "--json")
+		if code != 0 {
+			t.Fatalf("report %s: exit %d:\n%s", dir, code, out)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("report --json: %v\n%.500s", err, out)
+		}
+		return m
+	}
+	hooks := func(m map[string]any) string { b, _ := json.Marshal(m["hooks"]); return string(b) }
+	plain := report(run("none"))
+	for _, c := range []string{"zstd", "gzip"} {
+		t.Run(c, func(t *testing.T) {
+			dir := run(c)
+			files, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*.jsonl"+map[string]string{"zstd": ".zst", "gzip": ".gz"}[c]))
+			if len(files) != 1 {
+				all, _ := filepath.Glob(filepath.Join(dir, "*"))
+				t.Fatalf("want one compressed output, got %v", all)
+			}
+			m := report(dir)
+			// Same harness, same counts per hook: timings differ, counts do not.
+			var a, b []map[string]any
+			json.Unmarshal([]byte(hooks(m)), &a)
+			json.Unmarshal([]byte(hooks(plain)), &b)
+			if len(a) == 0 || len(a) != len(b) || a[0]["records"] == nil || a[0]["records"] != b[0]["records"] {
+				t.Errorf("report of the %s output differs in its counts from the plain one:\n%.600s\n%.600s", c, hooks(m), hooks(plain))
+			}
+			if out, code := cli(t, "check", dir, "--profile", prof, "--comms", "2"); code != 0 || !strings.Contains(out, "result: exact") {
+				t.Errorf("check: exit %d:\n%s", code, out)
+			}
+			tf := filepath.Join(t.TempDir(), "t.json")
+			if out, code := cli(t, "trace", dir, "-o", tf); code != 0 || !strings.Contains(out, "4800 slices") {
+				t.Errorf("trace: exit %d:\n%s", code, out)
+			}
+			if out, code := cli(t, "diff", dir, dir); code == 2 && strings.Contains(out, "no *.jsonl") || code > 2 {
+				t.Errorf("diff did not read the compressed runs: exit %d:\n%s", code, out)
+			}
+			// Cut short, as by a kill: the report reads what is whole and says so.
+			data, _ := os.ReadFile(files[0])
+			cut := t.TempDir()
+			if err := os.WriteFile(filepath.Join(cut, filepath.Base(files[0])), data[:len(data)*2/3], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if out, code := cli(t, "report", cut); code != 0 || !strings.Contains(out, "ends inside a frame") {
+				t.Errorf("report of a cut file: exit %d:\n%s", code, out)
+			}
+		})
+	}
 }

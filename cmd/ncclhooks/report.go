@@ -98,10 +98,11 @@ func parseInterspersed(fs *flag.FlagSet, args []string) error {
 	return fs.Parse(append([]string{"--"}, pos...))
 }
 
-// readOptions sets up reading, with a progress line when stderr is a terminal.
+// readOptions sets up reading, with a progress line when stderr is a
+// terminal (not with --quiet).
 func readOptions(allowMixed bool, stderr io.Writer) report.Options {
 	opts := report.Options{AllowMixed: allowMixed, Warn: func(msg string) { fmt.Fprintln(stderr, "warning: "+msg) }}
-	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) && !quiet {
 		opts.Progress = progressLine(f)
 	}
 	return opts

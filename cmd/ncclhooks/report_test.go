@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/ncclhooks/ncclhooks/internal/report/reporttest"
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
 // outputsRun writes a synthetic run of ranks files into a new directory.
@@ -115,3 +118,83 @@ func TestParseInterspersed(t *testing.T) {
 }
 
 func itoaCmd(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// examples/skew.yaml promises that a straggler channel shows as a larger sum
+// and max than its siblings: report computes, per aggregate and function,
+// the channel with the largest value against the smallest. Checked against
+// the final aggregate lines of a real run, merged over devices here.
+func TestReportComputesSkewOfSkewExample(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, "run", "../../examples/skew.yaml", "--backend", "cpu", "--out", dir, "--items", "400"); code != 0 {
+		t.Fatalf("run: exit %d:\n%s", code, out)
+	}
+	out, code := cli(t, "report", dir, "--json")
+	if code != 0 {
+		t.Fatalf("report: exit %d:\n%s", code, out)
+	}
+	var rep struct {
+		AggSkew []struct {
+			Aggregate, Stat, Func string
+			Slowest               string `json:"slowest_channel"`
+			Fastest               string `json:"fastest_channel"`
+			Channels              int
+			SlowValue             float64 `json:"slowest_value"`
+			FastValue             float64 `json:"fastest_value"`
+			Skew, Ratio           float64
+		} `json:"aggregate_skew"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	// The final aggregate lines, merged over devices: sums add, min and max combine.
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	data, _ := os.ReadFile(files[0])
+	want := map[string]map[string]float64{} // "aggregate func" -> channel -> value
+	for _, l := range strings.Split(string(data), "\n") {
+		var a schema.Aggregate
+		if json.Unmarshal([]byte(l), &a) != nil || a.Type != "aggregate" || !a.Final {
+			continue
+		}
+		for _, r := range a.Rows {
+			k := a.Name + " " + r.Func
+			if want[k] == nil {
+				want[k] = map[string]float64{}
+			}
+			ch := string(r.ChannelID)
+			old, seen := want[k][ch]
+			switch a.Kind {
+			case "sum":
+				v, _ := strconv.ParseFloat(string(r.Sum), 64)
+				want[k][ch] = old + v
+			case "min":
+				if v := float64(*r.Min); !seen || v < old {
+					want[k][ch] = v
+				}
+			case "max":
+				if v := float64(*r.Max); !seen || v > old {
+					want[k][ch] = v
+				}
+			}
+		}
+	}
+	if len(rep.AggSkew) != len(want) || len(want) < 3*10 {
+		t.Fatalf("%d skew rows, want one per aggregate and function (%d)", len(rep.AggSkew), len(want))
+	}
+	for _, s := range rep.AggSkew {
+		chans := want[s.Aggregate+" "+s.Func]
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, v := range chans {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		if s.Channels != len(chans) || s.SlowValue != hi || s.FastValue != lo || s.Skew != hi-lo ||
+			chans[s.Slowest] != hi || chans[s.Fastest] != lo || (lo > 0 && math.Abs(s.Ratio-hi/lo) > 1e-12) {
+			t.Errorf("%s %s: %+v, channels %v", s.Aggregate, s.Func, s, chans)
+		}
+		if want := map[string]string{"busy_ns": "sum", "fastest_ns": "min", "slowest_ns": "max"}[s.Aggregate]; s.Stat != want {
+			t.Errorf("%s: stat %s, want %s", s.Aggregate, s.Stat, want)
+		}
+	}
+	if text, _ := cli(t, "report", dir); !strings.Contains(text, "channel skew of the on-device aggregates") {
+		t.Errorf("the table has no skew section:\n%s", text)
+	}
+}

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/expr-lang/expr/builtin"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/testbuild"
 )
 
@@ -378,5 +381,50 @@ hooks:
 	}
 	if out, code := cli(t, "validate", "--no-gpu-check", prof); code != 0 {
 		t.Errorf("validate for the device: exit %d:\n%s", code, out)
+	}
+}
+
+// Every catalogue name that is also an expr-lang builtin (duration is both)
+// means the catalogue's value in the harness's own evaluation: in when, in
+// lets and in aggregate values, alone and inside calls of builtins. Each
+// aggregate here is checked against the harness's computation; a name taken
+// for the builtin function fails to compile there or computes something
+// else, and run reports a MISMATCH.
+func TestRunCheckedNamesThatAreBuiltins(t *testing.T) {
+	var names []string
+	for _, n := range builtin.Names {
+		if _, ok := config.Lookup(n); ok {
+			names = append(names, n)
+		}
+	}
+	if !slices.Contains(names, "duration") {
+		t.Fatalf("expr-lang's builtins %v no longer include duration: the names that collide are %v", builtin.Names, names)
+	}
+	for _, n := range names {
+		t.Run(n, func(t *testing.T) {
+			dir := t.TempDir()
+			prof := writeFile(t, dir, "p.yaml", strings.ReplaceAll(`version: 1
+name: builtin-names
+hooks:
+  - name: h
+    when: "phase == STOP && paired && N * 2 >= N"
+    let:
+      - {name: k, expr: "N / 1000"}
+    aggregate:
+      - {name: div, kind: sum, value: "N / 1000", by: [channelId]}
+      - {name: mul, kind: max, value: "N * 2", by: [funcId]}
+      - {name: call, kind: min, value: "max(N, 1)", by: [funcId, channelId]}
+      - {name: let, kind: sum, value: "k"}
+      - {name: hist, kind: histogram, value: "N", buckets: log2}
+      - {name: abs, kind: count, by: [channelId]}
+`, "N", n))
+			out, code := cli(t, "run", prof, "--backend", "cpu", "--out", filepath.Join(dir, "out"), "--devices", "1", "--items", "300")
+			if code != 0 || !strings.Contains(out, "result: exact") || strings.Contains(out, "MISMATCH") {
+				t.Fatalf("exit %d:\n%s", code, out)
+			}
+			if got := len(regexp.MustCompile(`(?m)^\s+h\s+\S+\s+(sum|max|min|histogram|count)\s+0\s+\d+\s+[1-9]\d*\s+exact$`).FindAllString(out, -1)); got != 6 {
+				t.Errorf("%d aggregates checked exact with values, want 6:\n%s", got, out)
+			}
+		})
 	}
 }

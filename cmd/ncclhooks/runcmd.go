@@ -11,6 +11,7 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/cuda"
 	"github.com/ncclhooks/ncclhooks/internal/harness"
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
 // runRun runs a profile through the harness: flags, the backend, the
@@ -51,15 +52,33 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ncclhooks run: %v (build it with make build, or pass --plugin)\n", err)
 		return 2
 	}
+	earlier := outputsIn(cfg.OutputDir)
 	s, err := harness.Run(p, prof, cfg)
 	if s != nil {
-		printLog(stdout, s.Log)
+		// The plugin's log is diagnostics: stderr, so that stdout holds
+		// the results alone; --quiet keeps only its WARN lines.
+		printLog(stderr, s.Log)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ncclhooks run: %v\n", err)
 		return 1
 	}
-	return printRunSummary(stdout, s, prof, p, cfg)
+	rc := printRunSummary(stdout, s, prof, p, cfg)
+	if len(earlier) > 0 {
+		// report, trace and diff merge every output of a directory.
+		fmt.Fprintf(stderr, "ncclhooks run: note: %s also holds %d output(s) of earlier runs, which report, trace and diff of the directory merge with this one; give --out a new directory to keep runs apart\n", cfg.OutputDir, len(earlier))
+	}
+	return rc
+}
+
+// outputsIn lists the JSON lines outputs already in dir.
+func outputsIn(dir string) []string {
+	var files []string
+	for _, g := range schema.OutputGlobs(dir) {
+		m, _ := filepath.Glob(g)
+		files = append(files, m...)
+	}
+	return files
 }
 
 // runFlags are the run command's flags besides the harness's Config.
@@ -143,9 +162,19 @@ func printRunSummary(stdout io.Writer, s *harness.Summary, prof *config.Profile,
 	return 0
 }
 
+// printLog writes the plugin's log lines ("WARN ...", "INFO ...", and a
+// multi-line message's continuation lines); --quiet leaves out the INFO
+// messages.
 func printLog(w io.Writer, log string) {
+	info := false
 	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
-		if l != "" {
+		switch {
+		case strings.HasPrefix(l, "INFO "):
+			info = true
+		case strings.HasPrefix(l, "WARN "):
+			info = false
+		}
+		if l != "" && !(quiet && info) {
 			fmt.Fprintln(w, "plugin:", l)
 		}
 	}

@@ -21,7 +21,9 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 
 Writes a Chrome trace event file that the Perfetto UI (https://ui.perfetto.dev)
 and chrome://tracing open: a process per device, a track per channel, a slice
-per work item named after its function, a counter of drops. Device timestamps
+per work item named after its function, a counter of drops, and a counter
+track per on-device aggregate and device (count, sum, min, max, or a
+histogram's mean, a series per function and channel). Device timestamps
 are placed on the host timeline with each device's clock line:
 host_ns = ts - device_ns + host_unix_ns.
 Exit status: 0 done, 2 usage or input error.
@@ -66,11 +68,16 @@ Exit status: 0 done, 2 usage or input error.
 	if err := os.Rename(tmp.Name(), *out); err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(stderr, "wrote %s: %d slices on %d tracks of %d device(s), %d drop counter samples; %d unpaired START, %d unpaired STOP\n",
-		*out, sum.Slices, sum.Tracks, sum.Processes, sum.Counters, sum.UnpairedStarts, sum.UnpairedStops)
+	fmt.Fprintf(stderr, "wrote %s: %d slices on %d tracks of %d device(s), %d drop counter samples, %d aggregate counter tracks (%d samples); %d unpaired START, %d unpaired STOP\n",
+		*out, sum.Slices, sum.Tracks, sum.Processes, sum.Counters, sum.AggTracks, sum.AggCounters, sum.UnpairedStarts, sum.UnpairedStops)
+	if sum.Slices == 0 {
+		fmt.Fprintf(stderr, "no slices: no hook records a work item's START and STOP (timestamp, channelId, workCounter, phase) or its duration; the aggregates are drawn as %d counter tracks instead\n", sum.AggTracks)
+	}
 	if len(sum.NoClock) > 0 {
 		fmt.Fprintf(stderr, "warning: no clock line for %s: those slices keep raw device time\n", strings.Join(sum.NoClock, ", "))
 	}
-	fmt.Fprintln(stderr, "open it at https://ui.perfetto.dev (Open trace file)")
+	if !quiet {
+		fmt.Fprintln(stderr, "open it at https://ui.perfetto.dev (Open trace file)")
+	}
 	return 0
 }

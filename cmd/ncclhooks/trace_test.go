@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,5 +51,81 @@ func TestTraceCommand(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(out)); len(entries) != 1 {
 		t.Errorf("leftover temporary files: %v", entries)
+	}
+}
+
+// An aggregate-only profile has no slices: trace says so and draws each
+// aggregate as a counter track per device, a series per key, whose last
+// sample is the final snapshot.
+func TestTraceOfAggregateOnlyProfile(t *testing.T) {
+	dir := t.TempDir()
+	prof := writeFile(t, dir, "aggs.yaml", `version: 1
+name: aggs
+output: {dump_interval: 10ms}
+hooks:
+  - name: h
+    aggregate:
+      - {name: events, kind: count, by: [channelId]}
+  - name: d
+    when: phase == STOP && paired
+    aggregate:
+      - {name: dur_ns, kind: histogram, value: duration, buckets: log2}
+`)
+	out := filepath.Join(dir, "out")
+	if text, code := cli(t, "run", prof, "--backend", "cpu", "--out", out, "--items", "3000"); code != 0 {
+		t.Fatalf("run: exit %d:\n%s", code, text)
+	}
+	tf := filepath.Join(dir, "t.json")
+	text, code := cli(t, "trace", out, "-o", tf)
+	if code != 0 || !strings.Contains(text, "no slices") || !strings.Contains(text, "4 aggregate counter tracks") {
+		t.Fatalf("trace: exit %d:\n%s", code, text)
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Name string          `json:"name"`
+			Cat  string          `json:"cat"`
+			Ph   string          `json:"ph"`
+			Pid  int             `json:"pid"`
+			Ts   float64         `json:"ts"`
+			Args json.RawMessage `json:"args"`
+		} `json:"traceEvents"`
+	}
+	data, _ := os.ReadFile(tf)
+	if err := json.Unmarshal(data, &tr); err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]map[string]float64{} // "pid name" -> last args
+	samples := map[string]int{}
+	for _, e := range tr.TraceEvents {
+		if e.Ph == "X" {
+			t.Fatalf("a slice in the trace of an aggregate-only profile: %+v", e)
+		}
+		if e.Cat != "aggregate" || e.Ph != "C" {
+			continue
+		}
+		k := fmt.Sprint(e.Pid, " ", e.Name)
+		var args map[string]float64
+		if err := json.Unmarshal(e.Args, &args); err != nil {
+			t.Fatalf("%s: args %s: %v", k, e.Args, err)
+		}
+		last[k] = args
+		samples[k]++
+	}
+	for dev := 0; dev < 2; dev++ {
+		k := fmt.Sprint(dev, " h events (count)")
+		if len(last[k]) != 4 {
+			t.Fatalf("%s: want a series per channel, got %v", k, last[k])
+		}
+		for ch := 0; ch < 4; ch++ {
+			if v := last[k][fmt.Sprint("ch ", ch)]; v != 2*3000*2 {
+				t.Errorf("%s ch %d: last sample %v, want the final count %d", k, ch, v, 2*3000*2)
+			}
+		}
+		if mean := last[fmt.Sprint(dev, " d dur_ns (mean)")]["all"]; mean <= 0 {
+			t.Errorf("device %d: histogram mean %v", dev, mean)
+		}
+	}
+	if samples["0 h events (count)"] < 2 {
+		t.Errorf("want the aggregate over time (a sample per dump), got %d samples", samples["0 h events (count)"])
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/ncclhooks/ncclhooks/internal/backend/gpu"
 	"github.com/ncclhooks/ncclhooks/internal/config"
@@ -101,8 +103,13 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 func runGen(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, "usage: ncclhooks gen PROFILE") }
-	if err := fs.Parse(args); err != nil {
+	out := fs.String("o", "", "write the source to `FILE` instead of stdout")
+	hooksOnly := fs.Bool("hooks", false, "only what the profile generates: leave out the prelude (intrinsics, division, atomics) that every module shares")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: ncclhooks gen PROFILE [-o FILE] [--hooks]")
+		fs.PrintDefaults()
+	}
+	if err := parseInterspersed(fs, args); err != nil {
 		return 2
 	}
 	if fs.NArg() != 1 {
@@ -119,6 +126,20 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", fs.Arg(0), err)
 		return 1
 	}
-	fmt.Fprint(stdout, m.Source)
+	src := m.Source
+	if *hooksOnly {
+		src = m.HooksSource()
+	}
+	if *out == "" {
+		fmt.Fprint(stdout, src)
+		return 0
+	}
+	if err := os.WriteFile(*out, []byte(src), 0o644); err != nil {
+		fmt.Fprintf(stderr, "ncclhooks gen: %v\n", err)
+		return 1
+	}
+	if !quiet {
+		fmt.Fprintf(stdout, "wrote %s (%d lines)\n", *out, strings.Count(src, "\n"))
+	}
 	return 0
 }

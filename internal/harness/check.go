@@ -99,10 +99,13 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 			if st.DroppedWriteFailed > 0 {
 				r.Stages += fmt.Sprintf(", write failed %d", st.DroppedWriteFailed)
 			}
+			if st.DroppedCap > 0 {
+				r.Stages += fmt.Sprintf(", cap %d", st.DroppedCap)
+			}
 			if r.Records+r.Dropped != r.Matched {
 				r.Problems = append(r.Problems, fmt.Sprintf("records %d + dropped %d != matched %d", r.Records, r.Dropped, r.Matched))
 			}
-			if st.DroppedBufferFull+st.DroppedOverwritten+st.DroppedTorn+st.DroppedRingFull+st.DroppedWriteFailed != st.Dropped {
+			if st.DroppedBufferFull+st.DroppedOverwritten+st.DroppedTorn+st.DroppedRingFull+st.DroppedWriteFailed+st.DroppedCap != st.Dropped {
 				r.Problems = append(r.Problems, "drops by stage do not add up to dropped_total")
 			}
 			if st.Pending != 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/abi"
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
 // Event logs of callers the harness did not build (harness/callers): one file
@@ -67,9 +68,17 @@ func ReadEventLogs(dir string) (map[int][]Event, map[int]uint64, error) {
 func OutputFile(dir string, pid int) (string, error) {
 	// The plugin never reuses a file: when its name is taken it writes
 	// ncclhooks-<host>-<pid>.<n>.jsonl; the newest is this run's.
-	m, err := filepath.Glob(filepath.Join(dir, fmt.Sprintf("ncclhooks-*-%d.jsonl", pid)))
-	more, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("ncclhooks-*-%d.*.jsonl", pid)))
-	m = append(m, more...)
+	var m []string
+	var err error
+	for _, base := range schema.OutputSuffixes {
+		for _, pat := range []string{fmt.Sprintf("ncclhooks-*-%d%s", pid, base), fmt.Sprintf("ncclhooks-*-%d.*%s", pid, base)} {
+			found, gerr := filepath.Glob(filepath.Join(dir, pat))
+			if gerr != nil {
+				err = gerr
+			}
+			m = append(m, found...)
+		}
+	}
 	if err != nil || len(m) == 0 {
 		return "", fmt.Errorf("harness: the plugin wrote no output file for pid %d in %s", pid, dir)
 	}

@@ -29,7 +29,7 @@ type output struct {
 func outputFile(dir string) (string, error) { return OutputFile(dir, os.Getpid()) }
 
 func readOutput(file string) (*output, error) {
-	f, err := os.Open(file)
+	f, err := schema.Open(file)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
 // PairCheck is, for one hook on one device, what the records say about the
@@ -112,7 +113,7 @@ func OutputFiles(dir string) ([]string, error) {
 	}
 	var files []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "ncclhooks-") && strings.HasSuffix(e.Name(), ".jsonl") {
+		if strings.HasPrefix(e.Name(), "ncclhooks-") && schema.IsOutputName(e.Name()) {
 			files = append(files, filepath.Join(dir, e.Name()))
 		}
 	}

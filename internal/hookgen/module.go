@@ -32,6 +32,18 @@ type Module struct {
 	Aggs     []*AggInfo     // aggregates of all hooks; cells laid out back to back in ncclhooks_agg
 	AggWords int            // total 64-bit words of ncclhooks_agg
 	Lines    []LineSpan     // generated line ranges traced back to the profile
+	// prelude is the byte range of Source that holds the prelude (the
+	// intrinsics, hk_div, the atomics), the same for every profile.
+	prelude [2]int
+}
+
+// HooksSource is Source without the prelude: what the profile generated
+// (ncclhooks gen --hooks). A comment stands where the prelude was.
+func (m *Module) HooksSource() string {
+	if m.prelude[1] == 0 {
+		return m.Source
+	}
+	return m.Source[:m.prelude[0]] + "/* (the prelude is left out: ncclhooks gen PROFILE without --hooks shows it) */\n" + m.Source[m.prelude[1]:]
 }
 
 // CtlWords is the number of 64-bit words of ncclhooks_ctl: head then limit per hook.

@@ -87,6 +87,7 @@ func (s *Session) HostHook(id uint64, ord int) (hh HostHook, host bool) {
 	}
 	d, ok := s.devices[ord]
 	if !ok {
+		s.identifyDevice(ord, c)
 		if d = s.loadDevice(ord); d == nil {
 			return HostHook{}, s.inactive == ""
 		}

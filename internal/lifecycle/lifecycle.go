@@ -41,6 +41,8 @@ type Knobs struct {
 	Backend       string        // NCCL_HOOKS_BACKEND: auto (default), gpu, cpu
 	Source        string        // NCCL_HOOKS_SOURCE: auto (default), host, device
 	DumpDir       string        // NCCL_HOOKS_DUMP_DIR: overrides the profile's output.dump_dir
+	Compress      string        // NCCL_HOOKS_COMPRESS: zstd, gzip or none (default) for the JSON lines
+	MaxOutputSize int64         // NCCL_HOOKS_MAX_OUTPUT_BYTES: cap of the JSON lines file (0: none)
 	CacheDir      string        // NCCL_HOOKS_CACHE_DIR: compile cache directory, "off" disables it
 	CC            string        // NCCL_HOOKS_CC: C compiler of the cpu backend (default cc)
 	CCTimeout     time.Duration // NCCL_HOOKS_CC_TIMEOUT: the compiler is killed after this (0: cpu.DefaultCompileTimeout)

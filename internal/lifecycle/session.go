@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/rings"
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 	"github.com/ncclhooks/ncclhooks/internal/sinks"
 )
 
@@ -50,6 +52,7 @@ type Session struct {
 	drainer *rings.Drainer
 	sinks   []sinks.Sink
 	jsonl   *sinks.JSONL
+	prom    *sinks.Prom // nil without Prometheus outputs
 
 	comms  map[uint64]*comm // live communicators by id
 	nextID uint64
@@ -143,32 +146,25 @@ func (s *Session) outputDir() string {
 // last finalize of a cycle settles them (a final dump, files flushed).
 func (s *Session) openOutputs() error {
 	host, _ := os.Hostname()
-	j, err := sinks.NewJSONL(s.outputDir(), sinks.Header{
+	j, err := sinks.OpenJSONL(s.outputDir(), sinks.Header{
 		Profile:     s.profile.Name,
 		ProfileFile: s.profile.File,
 		Host:        host,
 		PID:         os.Getpid(),
 		Backend:     s.knobs.Backend,
 		Fields:      sinks.HeaderFields(s.module),
-	})
+		Funcs:       s.names(),
+	}, sinks.JSONLOptions{Compress: s.knobs.Compress, MaxBytes: s.knobs.MaxOutputSize, Log: s.env.Log})
 	if err != nil {
 		return fmt.Errorf("NCCL_HOOKS_DUMP_DIR / output.dump_dir: %v", err)
 	}
 	s.jsonl = j
-	if name := sinks.FileName(host, os.Getpid()); filepath.Base(j.Path()) != name {
+	if name := sinks.FileName(host, os.Getpid()) + schema.Suffix(s.knobs.Compress); filepath.Base(j.Path()) != name {
 		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s already exists in the dump directory (an earlier run with this host and pid, or a link): writing %s instead", name, j.Path()))
 	}
 	s.sinks = []sinks.Sink{j}
-	if s.knobs.PromDir != "" || s.knobs.PromAddr != "" {
-		p, err := sinks.NewProm(s.knobs.PromDir, sinks.PromOptions{
-			Addr:      s.knobs.PromAddr,
-			DumpStats: s.knobs.PromDumpStats,
-			Host:      host,
-		})
-		if err != nil {
-			j.Close()
-			return fmt.Errorf("NCCL_HOOKS_PROM_DIR / NCCL_HOOKS_PROM_ADDR: %v", err)
-		}
+	if p := s.openProm(host); p != nil {
+		s.prom = p
 		s.sinks = append(s.sinks, p)
 	}
 	s.drainer = rings.NewDrainer(rings.Options{
@@ -179,6 +175,37 @@ func (s *Session) openOutputs() error {
 		Log:          s.env.Log,
 	})
 	return nil
+}
+
+// openProm starts the Prometheus outputs the knobs ask for. Each that
+// fails is left out with one WARN and the rest stays active: nil when
+// neither the textfiles nor the endpoint could start.
+func (s *Session) openProm(host string) *sinks.Prom {
+	if s.knobs.PromDir == "" && s.knobs.PromAddr == "" {
+		return nil
+	}
+	opts := sinks.PromOptions{DumpStats: s.knobs.PromDumpStats, Host: host}
+	p, err := sinks.NewProm(s.knobs.PromDir, opts)
+	if err != nil {
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: Prometheus textfiles disabled (NCCL_HOOKS_PROM_DIR), everything else stays active: %v", err))
+		if s.knobs.PromAddr == "" {
+			return nil
+		}
+		if p, err = sinks.NewProm("", opts); err != nil {
+			return nil
+		}
+	}
+	if s.knobs.PromAddr != "" {
+		if err := p.Serve(s.knobs.PromAddr); err != nil {
+			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: /metrics endpoint disabled (NCCL_HOOKS_PROM_ADDR=%s), everything else stays active: %v", s.knobs.PromAddr, err))
+			if s.knobs.PromDir == "" {
+				return nil
+			}
+		} else {
+			s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: serving /metrics at http://%s/metrics", p.Addr()))
+		}
+	}
+	return p
 }
 
 // DeviceHook returns the hook and a context of its own for the communicator
@@ -206,6 +233,7 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 	}
 	d, ok := s.devices[ord]
 	if !ok {
+		s.identifyDevice(ord, c)
 		if d = s.loadDevice(ord); d == nil {
 			return 0, 0
 		}
@@ -246,6 +274,24 @@ func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index
 	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: device %d, comm index %d, hook %#x ctx %#x", desc, ord, index, d.Entry(), cctx))
 	return cctx, index, true
 }
+
+// identifyDevice names device ord's GPU and the rank of c (its first
+// communicator; nil: none) in the Prometheus outputs. Called before the
+// device is loaded, so before its first dump: its series keep their labels.
+func (s *Session) identifyDevice(ord int, c *comm) {
+	if s.prom == nil {
+		return
+	}
+	id := sinks.DeviceIdentity{GPU: gpuName(ord)}
+	if c != nil {
+		id.Rank = strconv.Itoa(c.rank)
+	}
+	s.prom.Identify(ord, id)
+}
+
+// gpuName names device ord's GPU in the Prometheus outputs (the file name
+// and the gpu label): by ordinal until the device's UUID is known.
+func gpuName(ord int) string { return sinks.GPUName(ord, "") }
 
 // waitingComm is the oldest communicator that has not asked for a hook.
 func (s *Session) waitingComm() *comm {
@@ -363,6 +409,15 @@ func (s *Session) names() []string {
 		}
 		if len(s.module.FuncSets) > 0 && len(s.funcNames) == 0 {
 			s.env.Log(LogWarn, "ncclhooks: NCCL does not export ncclProfilerDevFuncName: name predicates (func matches ...) match nothing")
+		} else if un := s.module.UnmatchedFuncSets(s.funcNames); len(un) > 0 {
+			// Most likely a typo: the hook records nothing, which would
+			// otherwise look like a job that never ran that collective.
+			var lines []string
+			for _, u := range un {
+				lines = append(lines, "  "+u.String())
+			}
+			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: %d name predicate(s) match none of NCCL's %d function names (ncclhooks funcs OUTPUT lists them); their hooks match no event:\n%s",
+				len(un), len(s.funcNames), strings.Join(lines, "\n")))
 		}
 	}
 	return s.funcNames

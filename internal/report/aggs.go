@@ -36,7 +36,22 @@ func (r *reader) aggregate(index int, line []byte) error {
 		r.run.Aggs = map[aggKey]*AggSnapshot{}
 	}
 	r.run.Aggs[aggKey{index, a.Device, a.Hook, a.Name}] = &a
+	if r.opts.AggHistory {
+		r.run.AggHistory = append(r.run.AggHistory, AggPoint{File: index, Agg: &a})
+	}
 	return nil
+}
+
+// Bound is a histogram bucket's upper bound as written ("2047", "+Inf"):
+// JSON gets a number, or the string "+Inf" where no number can say it.
+type Bound string
+
+// MarshalJSON writes a finite bound as a JSON number.
+func (b Bound) MarshalJSON() ([]byte, error) {
+	if f, err := strconv.ParseFloat(string(b), 64); err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+		return []byte(b), nil
+	}
+	return json.Marshal(string(b))
 }
 
 // AggReport is one aggregate merged over every device and file, per key.
@@ -57,9 +72,9 @@ type AggRowStat struct {
 	Sum     float64 `json:"sum,omitempty"`
 	Min     float64 `json:"min,omitempty"`
 	Max     float64 `json:"max,omitempty"`
-	P50     string  `json:"p50_le,omitempty"`
-	P90     string  `json:"p90_le,omitempty"`
-	P99     string  `json:"p99_le,omitempty"`
+	P50     Bound   `json:"p50_le,omitempty"`
+	P90     Bound   `json:"p90_le,omitempty"`
+	P99     Bound   `json:"p99_le,omitempty"`
 
 	les     []string
 	buckets []uint64 // cumulative, as written
@@ -111,7 +126,7 @@ func aggReports(run *Run) []AggReport {
 			if math.IsInf(s.Max, -1) {
 				s.Max = 0
 			}
-			s.P50, s.P90, s.P99 = s.quantileLE(0.50), s.quantileLE(0.90), s.quantileLE(0.99)
+			s.P50, s.P90, s.P99 = Bound(s.quantileLE(0.50)), Bound(s.quantileLE(0.90)), Bound(s.quantileLE(0.99))
 			rep.Rows = append(rep.Rows, *s)
 		}
 		slices.SortFunc(rep.Rows, func(a, b AggRowStat) int {

@@ -113,6 +113,15 @@ type Run struct {
 	// Refused are the hooks the plugin left out of the device module
 	// (refused lines: they could fault NCCL's kernels), with the reason.
 	Refused map[string]string
+	// AggHistory is every aggregate snapshot in file order, kept only with
+	// Options.AggHistory (the trace draws them over time).
+	AggHistory []AggPoint
+}
+
+// AggPoint is one aggregate snapshot and the index of its file in Run.Files.
+type AggPoint struct {
+	File int
+	Agg  *AggSnapshot
 }
 
 // HookNames returns the hooks seen, sorted.
@@ -129,6 +138,9 @@ func (r *Run) HookNames() []string {
 type Options struct {
 	// AllowMixed accepts files whose headers name different profiles.
 	AllowMixed bool
+	// AggHistory keeps every aggregate snapshot in Run.AggHistory, not only
+	// the latest.
+	AggHistory bool
 	// Warn, when set, receives each of Run.Warnings as it is found.
 	Warn func(msg string)
 	// Progress, when set, is called now and then with bytes read so far
@@ -177,7 +189,7 @@ func Expand(inputs []string) ([]string, error) {
 			if err != nil {
 				return err
 			}
-			if !d.IsDir() && filepath.Ext(p) == ".jsonl" {
+			if !d.IsDir() && schema.IsOutputName(p) {
 				found = append(found, p)
 			}
 			return nil
@@ -186,7 +198,7 @@ func Expand(inputs []string) ([]string, error) {
 			return nil, &InputError{Path: in, Err: err}
 		}
 		if len(found) == 0 {
-			return nil, &InputError{Path: in, Err: errors.New("directory holds no *.jsonl files (is it the dump directory of a finished run?)")}
+			return nil, &InputError{Path: in, Err: errors.New("directory holds no *.jsonl files (nor .jsonl.zst, .jsonl.gz: is it the dump directory of a finished run?)")}
 		}
 		slices.Sort(found)
 		files = append(files, found...)
@@ -235,9 +247,12 @@ type reader struct {
 }
 
 func (r *reader) readFile(index int, path string) error {
-	fh, err := os.Open(path)
+	fh, err := schema.Open(path)
 	if err != nil {
-		return &InputError{Path: path, Err: errors.Unwrap(err)}
+		if u := errors.Unwrap(err); u != nil {
+			err = u
+		}
+		return &InputError{Path: path, Err: err}
 	}
 	defer fh.Close()
 	f := &File{Path: path, Clocks: map[int]Clock{}}
@@ -270,6 +285,9 @@ func (r *reader) readFile(index int, path string) error {
 			return &InputError{Path: path, Line: lineNo, Err: lerr}
 		}
 	}
+	if fh.Truncated() {
+		r.warn(fmt.Sprintf("%s: %v; the totals are those of the last dump_stats line before it", path, schema.ErrTruncated))
+	}
 	if lineNo == 0 {
 		return &InputError{Path: path, Err: errors.New("empty file: not an ncclhooks JSON lines output")}
 	}
@@ -293,6 +311,7 @@ func (r *reader) progress(n int64) {
 	}
 	before := r.done >> 22
 	r.done += n
+	r.total = max(r.total, r.done) // a compressed file reads as more bytes than it has
 	if r.done>>22 != before || r.done == r.total {
 		r.opts.Progress(r.done, r.total)
 	}

@@ -151,17 +151,42 @@ func (r *Report) Write(w io.Writer, f Format, summary bool) error {
 			sum, mn, mx := "", "", ""
 			switch ag.Kind {
 			case "sum", "histogram":
-				sum = strconv.FormatFloat(row.Sum, 'f', -1, 64)
+				sum = number(row.Sum)
 			case "min":
-				mn = strconv.FormatFloat(row.Min, 'f', -1, 64)
+				mn = number(row.Min)
 			case "max":
-				mx = strconv.FormatFloat(row.Max, 'f', -1, 64)
+				mx = number(row.Max)
 			}
 			a.add(ag.Hook, ag.Name, ag.Kind, orAll(row.Func), orAll(row.Channel), strconv.FormatUint(row.Count, 10),
-				sum, mn, mx, row.P50, row.P90, row.P99)
+				sum, mn, mx, string(row.P50), string(row.P90), string(row.P99))
 		}
 	}
-	return a.write(w, f)
+	if err := a.write(w, f); err != nil {
+		return err
+	}
+	if len(r.AggSkew) == 0 {
+		return nil
+	}
+	io.WriteString(w, "\nchannel skew of the on-device aggregates keyed by channel (per function: the channel with the largest value, a straggler, against the smallest)\n\n")
+	sk := grid{header: []string{"hook", "aggregate", "stat", "func", "channels", "slowest ch", "value", "fastest ch", "value", "skew", "ratio"}}
+	for _, s := range r.AggSkew {
+		ratio := "-"
+		if s.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2fx", s.Ratio)
+		}
+		sk.add(s.Hook, s.Aggregate, s.Stat, s.Func, strconv.Itoa(s.Channels), s.Slowest, number(s.SlowValue),
+			s.Fastest, number(s.FastValue), number(s.Skew), ratio)
+	}
+	return sk.write(w, f)
+}
+
+// number writes a table value: an integer exactly, anything else rounded
+// to 3 decimals (a float sum, a mean).
+func number(v float64) string {
+	if v == float64(int64(v)) {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
 }
 
 func orAll(key string) string {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
 // A diff compares runs: a run is one job (one execution of the workload),
@@ -27,9 +29,10 @@ func ExpandRuns(path string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{path}, nil
 	}
-	own, _ := filepath.Glob(filepath.Join(glob(path), "*.jsonl"))
-	if len(own) > 0 {
-		return []string{path}, nil
+	for _, g := range schema.OutputGlobs(glob(path)) {
+		if own, _ := filepath.Glob(g); len(own) > 0 {
+			return []string{path}, nil
+		}
 	}
 	entries, err := os.ReadDir(path)
 	if err != nil {

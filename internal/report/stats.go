@@ -60,6 +60,9 @@ type Report struct {
 	Hooks   []HookReport `json:"hooks"`
 	// Aggregates are the on-device aggregates, merged over devices and ranks.
 	Aggregates []AggReport `json:"aggregates,omitempty"`
+	// AggSkew is the channel skew of the aggregates keyed by channelId, per
+	// function (examples/skew.yaml).
+	AggSkew []AggSkew `json:"aggregate_skew,omitempty"`
 }
 
 // HookReport is one hook's statistics.
@@ -145,6 +148,7 @@ func (c *Collector) Report(run *Run) *Report {
 		rep.Hooks = append(rep.Hooks, hr)
 	}
 	rep.Aggregates = aggReports(run)
+	rep.AggSkew = aggSkews(rep.Aggregates)
 	return rep
 }
 

@@ -38,6 +38,9 @@ type Header struct {
 	// Fields maps, per hook, each output field name to its catalogue source
 	// ("ts" -> "timestamp"), for profiles that rename fields.
 	Fields map[string]map[string]string `json:"fields,omitempty"`
+	// Funcs are NCCL's function names by id (ncclProfilerDevFuncName) as the
+	// plugin resolved them; absent where NCCL names none.
+	Funcs []string `json:"funcs,omitempty"`
 }
 
 // Clock is a host/device timestamp pair taken together on one device.
@@ -100,6 +103,7 @@ type DumpStats struct {
 	DroppedTorn          uint64 `json:"dropped_torn_total"`
 	DroppedRingFull      uint64 `json:"dropped_ring_full_total"`
 	DroppedWriteFailed   uint64 `json:"dropped_write_failed_total"` // records whose lines could not be written (a full disk)
+	DroppedCap           uint64 `json:"dropped_cap_total"`          // records not written: the file reached NCCL_HOOKS_MAX_OUTPUT_BYTES
 	Pending              uint64 `json:"pending"`                    // reserved, not yet decided; 0 in a final dump
 }
 

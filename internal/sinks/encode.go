@@ -40,6 +40,7 @@ func appendStats(b []byte, s *Stats) []byte {
 		{"dropped_torn_total", s.DroppedTorn},
 		{"dropped_ring_full_total", s.DroppedRingFull},
 		{"dropped_write_failed_total", s.DroppedWriteFailed},
+		{"dropped_cap_total", s.DroppedCap},
 		{"pending", s.Pending},
 	} {
 		b = appendKey(b, kv.k)

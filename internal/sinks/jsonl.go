@@ -8,6 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/ncclhooks/ncclhooks/internal/abi"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
 
@@ -26,6 +30,8 @@ type Header struct {
 	// catalogue source, so readers find renamed fields ("ts" -> "timestamp").
 	// HeaderFields builds it from a module.
 	Fields map[string]map[string]string
+	// Funcs are NCCL's function names by id, as the plugin resolved them.
+	Funcs []string
 }
 
 // HeaderFields returns Header.Fields for a module.
@@ -84,6 +90,37 @@ type JSONL struct {
 	// counted as dropped_write_failed instead of written, until the final
 	// dump is written.
 	shed atomic.Bool
+
+	compress   string        // "" (plain), schema.CompressZstd or CompressGzip
+	zenc       *zstd.Encoder // zstd
+	gz         *gzip.Writer  // gzip, reset for every frame
+	zbuf       []byte        // the last frame
+	maxBytes   int64         // 0: no cap
+	capReached bool
+	capped     map[lineKey]uint64
+	log        func(level int, msg string)
+}
+
+// overCap reports whether a record line that ends the buffered lines would
+// take the file past its cap: a plain file counts its buffered lines, a
+// compressed one only what it holds (checked again at every write). Once
+// over, it stays over.
+func (j *JSONL) overCap() bool {
+	if j.capReached {
+		return true
+	}
+	size := j.size
+	if j.compress == "" {
+		size += int64(len(j.meta) + len(j.recs) + len(j.pendingFinal))
+	}
+	if size <= j.maxBytes {
+		return false
+	}
+	j.capReached = true
+	if j.log != nil {
+		j.log(abi.LogWarn, fmt.Sprintf("ncclhooks: %s reached NCCL_HOOKS_MAX_OUTPUT_BYTES (%d bytes): further records are counted as dropped_cap in the dump_stats lines, not written; dumps go on; this warning is not repeated", j.path, j.maxBytes))
+	}
+	return true
 }
 
 type lineKey struct {
@@ -177,6 +214,17 @@ func (j *JSONL) writeHeader(h *Header) {
 	if len(h.Fields) > 0 {
 		b = appendKey(b, "fields")
 		b = appendStringMap2(b, h.Fields)
+	}
+	if len(h.Funcs) > 0 {
+		b = appendKey(b, "funcs")
+		b = append(b, '[')
+		for i, n := range h.Funcs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, n)
+		}
+		b = append(b, ']')
 	}
 	j.b = append(b, "}\n"...)
 }
@@ -306,8 +354,13 @@ func (j *JSONL) Records(recs []Record) error {
 			}
 			run, n = key, 0
 		}
+		if j.capReached {
+			j.capped[run]++
+			continue
+		}
 		n++
 		k := j.keys(r.Hook)
+		start := len(j.recs)
 		b := append(j.recs, k.prefix...)
 		b = strconv.AppendInt(b, int64(r.Device), 10)
 		b = append(b, `,"seq":`...)
@@ -323,6 +376,11 @@ func (j *JSONL) Records(recs []Record) error {
 			b = append(b, k.lastQuoted...)
 		}
 		j.recs = append(b, "}\n"...)
+		if j.maxBytes > 0 && j.overCap() {
+			j.recs = j.recs[:start]
+			n--
+			j.capped[run]++
+		}
 	}
 	if n > 0 {
 		j.recKeys[run] += n
@@ -362,6 +420,10 @@ func (j *JSONL) Dump(d *Dump) error {
 		st.Records -= lost
 		st.Dropped += lost
 		st.DroppedWriteFailed += lost
+		capped := min(j.capped[k], st.Records)
+		st.Records -= capped
+		st.Dropped += capped
+		st.DroppedCap += capped
 		w := writtenStats{st.Records, st.Dropped}
 		st.RecordsSinceLastDump = w.records - min(p.records, w.records)
 		st.DroppedSinceLastDump = w.dropped - min(p.dropped, w.dropped)
@@ -406,6 +468,9 @@ func (j *JSONL) Close() error {
 		return nil
 	}
 	err := j.flushLocked()
+	if j.zenc != nil {
+		j.zenc.Close()
+	}
 	if cerr := j.f.Close(); err == nil {
 		err = cerr
 	}

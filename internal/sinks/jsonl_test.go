@@ -217,7 +217,7 @@ func TestHeaderClockStatsAggregateLines(t *testing.T) {
 
 	want := []string{"type", "hook", "device", "dump", "final", "time_unix_ns", "matched_total", "records_total", "dropped_total",
 		"records_since_last_dump", "dropped_since_last_dump", "dropped_buffer_full_total", "dropped_overwritten_total",
-		"dropped_torn_total", "dropped_ring_full_total", "dropped_write_failed_total", "pending"}
+		"dropped_torn_total", "dropped_ring_full_total", "dropped_write_failed_total", "dropped_cap_total", "pending"}
 	rawLines := strings.Split(strings.TrimSpace(string(must(os.ReadFile(filepath.Join(dir, "ncclhooks-h1-7.jsonl"))))), "\n")
 	if got := keysInOrder(t, []byte(rawLines[2])); !slices.Equal(got, want) {
 		t.Errorf("dump_stats keys %v, want %v", got, want)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,30 +23,51 @@ type PromOptions struct {
 	// the default output is the profile's aggregates only
 	// (NCCL_HOOKS_PROM_DUMP_STATS=1 turns it on).
 	DumpStats bool
-	// Addr, when set, serves /metrics over HTTP (NCCL_HOOKS_PROM_ADDR). A
-	// bare port or ":port" binds to 127.0.0.1; give a host ("0.0.0.0:9464")
-	// to listen elsewhere.
-	Addr string
 	// Host is the host label; default os.Hostname.
 	Host string
-	// FilePrefix names the textfiles: <FilePrefix>_dev<N>.prom; default "ncclhooks".
+	// PID names the textfiles; default os.Getpid.
+	PID int
+	// FilePrefix names the textfiles: <FilePrefix>_<gpu>_<pid>.prom;
+	// default "ncclhooks".
 	FilePrefix string
 }
 
-// Prom writes node-exporter textfile collector files, one per device
-// (<prefix>_dev<N>.prom, replaced atomically at every dump), and optionally
-// serves the same metrics on /metrics. Aggregates become real Prometheus
+// DeviceIdentity is what tells one process's device from another's on the
+// node (every process of a job may see its GPU as device 0): the GPU, named
+// by GPUName, and the rank of the first communicator on it. Both are labels
+// of every series, with values bounded by the node's GPUs and the job's ranks.
+type DeviceIdentity struct {
+	GPU  string
+	Rank string // "" when no communicator named one
+}
+
+// GPUName is how the Prometheus outputs name a GPU: its UUID where one is
+// known, else dev<ordinal>.
+func GPUName(ordinal int, uuid string) string {
+	if uuid != "" {
+		return uuid
+	}
+	return "dev" + strconv.Itoa(ordinal)
+}
+
+// Prom writes node-exporter textfile collector files, one per device of the
+// process (<prefix>_<gpu>_<pid>.prom, replaced atomically at every dump: the
+// processes of a job sharing one directory never write each other's file),
+// and optionally serves the same metrics on /metrics (Serve). Aggregates become real Prometheus
 // types: count -> counter (_total), sum -> counters of the sum and of the
 // observations, min/max -> gauges, histogram -> histogram with cumulative
 // buckets. An aggregate of the catalogue's duration (ns) is exposed in
-// seconds, named *_seconds, as Prometheus conventions ask. Labels are host, hook, device, and func/channel only where the
-// aggregate is keyed by them, so cardinality is bounded by the profile.
+// seconds, named *_seconds, as Prometheus conventions ask. Labels are host,
+// gpu, rank, hook, device, and func/channel only where the aggregate is keyed
+// by them, so cardinality is bounded by the node's GPUs, the job's ranks and
+// the profile (the pid names the file, never a label).
 type Prom struct {
 	dir  string
 	opts PromOptions
 
 	mu       sync.Mutex
 	devices  map[int]bool
+	ids      map[int]DeviceIdentity
 	stats    map[statKey]Stats
 	aggs     map[aggKey]AggSnapshot
 	families map[aggID]*family
@@ -68,10 +91,10 @@ type aggKey struct {
 }
 
 // NewProm returns a Prometheus sink writing textfiles into dir (created if
-// missing); with dir "" it only serves opts.Addr.
+// missing); with dir "" it writes none (Serve adds the endpoint).
 func NewProm(dir string, opts PromOptions) (*Prom, error) {
-	if dir == "" && opts.Addr == "" {
-		return nil, errors.New("prometheus sink: give a textfile directory, a /metrics address, or both")
+	if opts.PID == 0 {
+		opts.PID = os.Getpid()
 	}
 	if opts.Host == "" {
 		h, err := os.Hostname()
@@ -88,14 +111,27 @@ func NewProm(dir string, opts PromOptions) (*Prom, error) {
 			return nil, fmt.Errorf("prometheus textfile directory: %w", err)
 		}
 	}
-	p := &Prom{dir: dir, opts: opts, devices: map[int]bool{}, stats: map[statKey]Stats{},
+	p := &Prom{dir: dir, opts: opts, devices: map[int]bool{}, ids: map[int]DeviceIdentity{}, stats: map[statKey]Stats{},
 		aggs: map[aggKey]AggSnapshot{}, families: map[aggID]*family{}, names: map[string]aggID{}, regs: map[int]*prometheus.Registry{}}
-	if opts.Addr != "" {
-		if err := p.serve(opts.Addr); err != nil {
-			return nil, err
-		}
-	}
 	return p, nil
+}
+
+// Identify names a device's GPU and rank, for its textfile's name and its
+// labels. Call it before the device's first dump: a series whose labels
+// change is a new series.
+func (p *Prom) Identify(device int, id DeviceIdentity) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ids[device] = id
+}
+
+// identity is a device's identity, the ordinal's defaults where Identify
+// was not called.
+func (p *Prom) identity(device int) DeviceIdentity {
+	if id, ok := p.ids[device]; ok {
+		return id
+	}
+	return DeviceIdentity{GPU: GPUName(device, "")}
 }
 
 // Path is the textfile of a device ("" without a textfile directory).
@@ -103,7 +139,20 @@ func (p *Prom) Path(device int) string {
 	if p.dir == "" {
 		return ""
 	}
-	return filepath.Join(p.dir, fmt.Sprintf("%s_dev%d.prom", p.opts.FilePrefix, device))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pathLocked(device)
+}
+
+func (p *Prom) pathLocked(device int) string {
+	gpu := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-':
+			return r
+		}
+		return '_'
+	}, p.identity(device).GPU)
+	return filepath.Join(p.dir, fmt.Sprintf("%s_%s_%d.prom", p.opts.FilePrefix, gpu, p.opts.PID))
 }
 
 // Records ignores records: Prometheus gets aggregates and statistics only.
@@ -126,8 +175,10 @@ func (p *Prom) Dump(d *Dump) error {
 		p.family(a.Info).widen(a.Rows)
 	}
 	devices := make([]int, 0, len(p.devices))
+	paths := map[int]string{}
 	for dev := range p.devices {
 		devices = append(devices, dev)
+		paths[dev] = p.pathLocked(dev)
 		if p.regs[dev] == nil {
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(promCollector{p: p, device: dev})
@@ -144,7 +195,7 @@ func (p *Prom) Dump(d *Dump) error {
 		// WriteToTextfile writes a temporary file next to the target (its
 		// name does not end in .prom, so the collector ignores it) and
 		// renames it over the target: a reader sees the old or the new file.
-		if err := prometheus.WriteToTextfile(p.Path(dev), p.regs[dev]); err != nil {
+		if err := prometheus.WriteToTextfile(paths[dev], p.regs[dev]); err != nil {
 			errs = append(errs, fmt.Errorf("prometheus textfile for device %d: %w", dev, err))
 		}
 	}

@@ -6,13 +6,16 @@ import (
 	"io"
 	"math"
 	"math/bits"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
@@ -345,7 +348,7 @@ func TestPromTextfileReplacedAtomically(t *testing.T) {
 	}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if e.Name() != "ncclhooks_dev0.prom" {
+		if e.Name() != fmt.Sprintf("ncclhooks_dev0_%d.prom", os.Getpid()) {
 			t.Errorf("leftover file %s", e.Name())
 		}
 	}
@@ -353,8 +356,11 @@ func TestPromTextfileReplacedAtomically(t *testing.T) {
 
 func TestPromHTTPEndpoint(t *testing.T) {
 	// No textfile directory: /metrics only.
-	p, err := sinks.NewProm("", sinks.PromOptions{Host: "h", DumpStats: true, Addr: ":0"})
+	p, err := sinks.NewProm("", sinks.PromOptions{Host: "h", DumpStats: true})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Serve(":0"); err != nil {
 		t.Fatal(err)
 	}
 	if host := p.Addr().String(); !strings.HasPrefix(host, "127.0.0.1:") {
@@ -383,7 +389,11 @@ func TestPromHTTPEndpoint(t *testing.T) {
 }
 
 func TestPromListenAddressAndNameClashes(t *testing.T) {
-	if _, err := sinks.NewProm(t.TempDir(), sinks.PromOptions{Addr: "not an address"}); err == nil || !strings.Contains(err.Error(), "HOST:PORT") {
+	bad, err := sinks.NewProm(t.TempDir(), sinks.PromOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.Serve("not an address"); err == nil || !strings.Contains(err.Error(), "HOST:PORT") {
 		t.Errorf("bad listen address: %v", err)
 	}
 	dir := t.TempDir()
@@ -410,7 +420,88 @@ func TestPromListenAddressAndNameClashes(t *testing.T) {
 	if g := mfs["ncclhooks_c_calls"]; g == nil || g.GetType() != dto.MetricType_GAUGE {
 		t.Errorf("a clashing shape should get the hook in its name:\n%s", data)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "ncclhooks_dev0.prom")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("ncclhooks_dev0_%d.prom", os.Getpid()))); err != nil {
 		t.Error(err)
+	}
+}
+
+// A bare port, like ":port", listens on the loopback interface only.
+func TestPromBarePortListensOnLoopback(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close() // free again; another test taking it in between fails Serve, not this check
+	p, err := sinks.NewProm("", sinks.PromOptions{Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Serve(port); err != nil {
+		t.Fatal(err)
+	}
+	a := p.Addr().(*net.TCPAddr)
+	if !a.IP.IsLoopback() || strconv.Itoa(a.Port) != port {
+		t.Fatalf("NCCL_HOOKS_PROM_ADDR=%s listens on %s, want 127.0.0.1:%s", port, a, port)
+	}
+	// Reachable on loopback, not on the machine's other addresses.
+	if c, err := net.Dial("tcp", "127.0.0.1:"+port); err != nil {
+		t.Fatalf("loopback: %v", err)
+	} else {
+		c.Close()
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, ia := range addrs {
+		ipn, ok := ia.(*net.IPNet)
+		if !ok || ipn.IP.IsLoopback() || ipn.IP.To4() == nil {
+			continue
+		}
+		if c, err := net.DialTimeout("tcp", net.JoinHostPort(ipn.IP.String(), port), 2*time.Second); err == nil {
+			c.Close()
+			t.Errorf("the endpoint answers on %s: a bare port must bind loopback only", ipn.IP)
+		}
+	}
+	if err := p.Serve(port); err == nil {
+		t.Error("a second Serve succeeded")
+	}
+}
+
+// Processes of one job share the textfile directory and each sees its GPU
+// as device 0: every process writes files of its own, named by GPU and pid,
+// and its series carry the gpu and rank labels.
+func TestPromOneFilePerProcessWithIdentity(t *testing.T) {
+	dir := t.TempDir()
+	row := []sinks.AggRow{{FuncID: -1, ChannelID: -1, Count: 4}}
+	for rank, gpu := range []string{"GPU-aaaa", ""} {
+		p, err := sinks.NewProm(dir, sinks.PromOptions{Host: "h", PID: 1000 + rank})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Identify(0, sinks.DeviceIdentity{GPU: sinks.GPUName(rank, gpu), Rank: strconv.Itoa(rank)})
+		err = p.Dump(&sinks.Dump{Aggs: []sinks.AggSnapshot{{Info: aggInfo("a", "calls", config.AggCount, "", nil, config.Buckets{}), Device: 0, Rows: row}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Close()
+	}
+	want := map[string][2]string{"ncclhooks_GPU-aaaa_1000.prom": {"GPU-aaaa", "0"}, "ncclhooks_dev1_1001.prom": {"dev1", "1"}}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != len(want) {
+		t.Fatalf("files %v, want %v", ents, want)
+	}
+	for name, w := range want {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lint(t, data)
+		c := parseProm(t, data)["ncclhooks_calls_total"]
+		if c == nil || len(c.Metric) != 1 {
+			t.Fatalf("%s:\n%s", name, data)
+		}
+		if l := labels(c.Metric[0]); l["gpu"] != w[0] || l["rank"] != w[1] || l["device"] != "0" || l["host"] != "h" {
+			t.Errorf("%s: labels %v, want gpu %s rank %s", name, l, w[0], w[1])
+		}
 	}
 }

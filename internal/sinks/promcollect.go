@@ -13,10 +13,10 @@ import (
 
 // Capture statistics descriptors.
 var (
-	statLabels  = []string{"host", "hook", "device"}
+	statLabels  = []string{"host", "gpu", "rank", "hook", "device"}
 	matchedDesc = prometheus.NewDesc("ncclhooks_matched_total", "Events that matched the hook's predicate (positions reserved in the device buffer).", statLabels, nil)
 	recordsDesc = prometheus.NewDesc("ncclhooks_records_total", "Records delivered to the sinks.", statLabels, nil)
-	droppedDesc = prometheus.NewDesc("ncclhooks_dropped_total", "Records lost, by stage: buffer_full (device buffer, drop_newest), overwritten (device buffer, overwrite_oldest), torn (never completed), ring_full (host ring).", append(statLabels[:3:3], "stage"), nil)
+	droppedDesc = prometheus.NewDesc("ncclhooks_dropped_total", "Records lost, by stage: buffer_full (device buffer, drop_newest), overwritten (device buffer, overwrite_oldest), torn (never completed), ring_full (host ring).", append(statLabels[:len(statLabels):len(statLabels)], "stage"), nil)
 	dropStages  = []string{"buffer_full", "overwritten", "torn", "ring_full"}
 )
 
@@ -41,8 +41,9 @@ func (c promCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		f := p.families[k.id]
 		dev := strconv.Itoa(k.device)
+		id := p.identity(k.device)
 		for _, r := range a.Rows {
-			labels := []string{host, k.id.hook, dev}
+			labels := []string{host, id.GPU, id.Rank, k.id.hook, dev}
 			if f.byFunc {
 				labels = append(labels, funcLabel(r))
 			}
@@ -59,7 +60,8 @@ func (c promCollector) Collect(ch chan<- prometheus.Metric) {
 		if c.device >= 0 && k.device != c.device {
 			continue
 		}
-		l := []string{host, k.hook, strconv.Itoa(k.device)}
+		id := p.identity(k.device)
+		l := []string{host, id.GPU, id.Rank, k.hook, strconv.Itoa(k.device)}
 		ch <- prometheus.MustNewConstMetric(matchedDesc, prometheus.CounterValue, float64(s.Matched), l...)
 		ch <- prometheus.MustNewConstMetric(recordsDesc, prometheus.CounterValue, float64(s.Records), l...)
 		for i, n := range []uint64{s.DroppedBufferFull, s.DroppedOverwritten, s.DroppedTorn, s.DroppedRingFull} {

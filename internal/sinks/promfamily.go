@@ -47,7 +47,7 @@ func (p *Prom) family(info *hookgen.AggInfo) *family {
 		f.byFunc = f.byFunc || k == "funcId"
 		f.byChan = f.byChan || k == "channelId"
 	}
-	f.labelSet = []string{"host", "hook", "device"}
+	f.labelSet = []string{"host", "gpu", "rank", "hook", "device"}
 	if f.byFunc {
 		f.labelSet = append(f.labelSet, "func")
 	}

@@ -28,7 +28,13 @@ func listenAddr(s string) (string, error) {
 	return net.JoinHostPort(host, port), nil
 }
 
-func (p *Prom) serve(a string) error {
+// Serve serves /metrics at a (NCCL_HOOKS_PROM_ADDR): a bare port or ":port"
+// binds to 127.0.0.1; give a host ("0.0.0.0:9464") to listen elsewhere. An
+// error leaves the sink as it was: the textfiles go on without the endpoint.
+func (p *Prom) Serve(a string) error {
+	if p.srv != nil {
+		return fmt.Errorf("prometheus /metrics endpoint: already serving at %s", p.addr)
+	}
 	addr, err := listenAddr(a)
 	if err != nil {
 		return err

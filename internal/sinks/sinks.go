@@ -35,7 +35,10 @@ type Stats struct {
 	// DroppedWriteFailed is set by the JSON lines sink only: records whose
 	// lines could not be written (a full disk); the drainer leaves it 0.
 	DroppedWriteFailed uint64
-	Pending            uint64 // reserved but not decided yet (0 in a final dump)
+	// DroppedCap is set by the JSON lines sink only: records not written
+	// because the file reached its size cap (NCCL_HOOKS_MAX_OUTPUT_BYTES).
+	DroppedCap uint64
+	Pending    uint64 // reserved but not decided yet (0 in a final dump)
 
 	RecordsSinceLastDump uint64
 	DroppedSinceLastDump uint64

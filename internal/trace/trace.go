@@ -2,7 +2,8 @@
 // format file (JSON) that the Perfetto UI and chrome://tracing open: a process
 // per device, a track per channel, a complete slice per work item (START and
 // STOP paired, or a STOP with its recorded duration) named after the NCCL
-// function, and a counter track of drops from the dump_stats lines.
+// function, a counter track of drops from the dump_stats lines, and a
+// counter track per on-device aggregate, drawn from its snapshots.
 //
 // Device timestamps are placed on the host timeline with the clock line of
 // their file and device: host_ns = ts - device_ns + host_unix_ns. The trace's
@@ -19,8 +20,10 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ncclhooks/ncclhooks/internal/report"
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
 // ClockNote says how device timestamps were placed; it is written into the
@@ -31,7 +34,9 @@ const ClockNote = "device timestamps are placed on the host timeline with each f
 // Summary says what a trace holds.
 type Summary struct {
 	Slices         int
-	Counters       int
+	Counters       int // drop counter samples
+	AggCounters    int // aggregate counter samples (one per aggregate line)
+	AggTracks      int // aggregate counter tracks: one per aggregate and device
 	Processes      int // devices (per host)
 	Tracks         int // channel tracks, extra lanes included
 	UnpairedStarts uint64
@@ -71,6 +76,7 @@ type trackKey struct {
 
 // Write reads the inputs and writes their trace to w.
 func Write(w io.Writer, inputs []string, opts report.Options) (*Summary, error) {
+	opts.AggHistory = true
 	var items []report.WorkItem
 	run, err := report.Read(inputs, opts, func(it *report.WorkItem) {
 		if it.HasTime {
@@ -180,6 +186,7 @@ func (b *builder) write(w io.Writer) (*Summary, error) {
 	b.writeMeta(ew, threads)
 	b.writeSlices(ew, tids, origin)
 	writeCounters(ew, counters, origin)
+	b.writeAggCounters(ew, origin)
 
 	b.summarize(len(counters), len(threads))
 	fmt.Fprintf(ew.bw, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":%s}\n", b.otherData(origin))
@@ -206,6 +213,9 @@ func (b *builder) origin(counters []counter) int64 {
 	}
 	for _, c := range counters {
 		origin = min(origin, c.ts)
+	}
+	for _, p := range b.run.AggHistory {
+		origin = min(origin, p.Agg.TimeUnixNs)
 	}
 	if origin == math.MaxInt64 {
 		origin = 0
@@ -366,6 +376,7 @@ func (b *builder) otherData(origin int64) []byte {
 		"clock":                 ClockNote,
 		"time_origin_unix_ns":   origin,
 		"slices":                b.sum.Slices,
+		"aggregate_counters":    b.sum.AggCounters,
 		"unpaired_starts":       b.sum.UnpairedStarts,
 		"unpaired_stops":        b.sum.UnpairedStops,
 		"devices_without_clock": append([]string{}, b.sum.NoClock...),
@@ -380,4 +391,87 @@ func channelTid(ch int) int {
 		return 999
 	}
 	return ch
+}
+
+// writeAggCounters draws the on-device aggregates over time: a counter
+// track per aggregate on its device's process, a series per key (function,
+// channel), one sample per aggregate line. The value is what the kind
+// keeps: count, sum, min, max; a histogram's mean (sum / count).
+func (b *builder) writeAggCounters(ew *eventWriter, origin int64) {
+	tracks := map[[2]string]bool{}
+	for _, p := range b.run.AggHistory {
+		a := p.Agg
+		pid := b.pid(p.File, a.Device)
+		what := a.Kind
+		if a.Kind == "histogram" {
+			what = "mean"
+		}
+		name := fmt.Sprintf("%s %s (%s)", a.Hook, a.Name, what)
+		args := map[string]float64{}
+		for _, r := range a.Rows {
+			v, ok := aggValue(a.Kind, r)
+			if !ok {
+				continue
+			}
+			args[rowLabel(r)] = v
+		}
+		if len(args) == 0 {
+			continue // nothing counted yet: Perfetto needs a value
+		}
+		data, _ := json.Marshal(args)
+		ew.emit(Event{Name: name, Cat: "aggregate", Ph: "C", Ts: micros(a.TimeUnixNs - origin), Pid: pid, Args: data})
+		b.sum.AggCounters++
+		tracks[[2]string{strconv.Itoa(pid), name}] = true
+	}
+	b.sum.AggTracks = len(tracks)
+}
+
+// aggValue is the value a counter draws for a row; false where the row has
+// none (a float sum that is not finite: JSON has no infinity).
+func aggValue(kind string, r schema.AggRow) (float64, bool) {
+	switch kind {
+	case "count":
+		return float64(r.Count), true
+	case "min":
+		if r.Min != nil {
+			return float64(*r.Min), true
+		}
+	case "max":
+		if r.Max != nil {
+			return float64(*r.Max), true
+		}
+	case "sum", "histogram":
+		f, err := strconv.ParseFloat(string(r.Sum), 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return 0, false
+		}
+		if kind == "histogram" {
+			if r.Count == 0 {
+				return 0, false
+			}
+			f /= float64(r.Count)
+		}
+		return f, true
+	}
+	return 0, false
+}
+
+// rowLabel names a row's series: its function and channel, "all" for an
+// aggregate without keys.
+func rowLabel(r schema.AggRow) string {
+	var parts []string
+	if len(r.FuncID) > 0 {
+		fn := r.Func
+		if fn == "" {
+			fn = strings.Trim(string(r.FuncID), `"`)
+		}
+		parts = append(parts, fn)
+	}
+	if len(r.ChannelID) > 0 {
+		parts = append(parts, "ch "+strings.Trim(string(r.ChannelID), `"`))
+	}
+	if len(parts) == 0 {
+		return "all"
+	}
+	return strings.Join(parts, " ")
 }
