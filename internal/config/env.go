@@ -19,9 +19,10 @@ type Env struct {
 
 type envVar struct {
 	name   string
-	typ    Type   // catalogue type, or Bool/I64/F64 for a let
-	why    string // non-empty: the name exists but may not be used here, because why
-	broken bool   // a let whose own expression failed: expressions using it are not checked further
+	typ    Type      // catalogue type, or Bool/I64/F64 for a let
+	why    string    // non-empty: the name exists but may not be used here, because why
+	broken bool      // a let whose own expression failed: expressions using it are not checked further
+	konst  *constVal // a let whose expression is constant: its value
 }
 
 // NewEnv returns the environment of the catalogue and the constants.

@@ -2,7 +2,11 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/checker"
@@ -29,7 +33,7 @@ func CheckExpr(src string, start Pos, env *Env) (*Expr, error) {
 // checkExpr parses src, refuses everything the device cannot run, and
 // type-checks the rest. All problems are reported with file positions.
 func checkExpr(src string, m *srcMap, env *Env) (*Expr, ErrorList) {
-	c := &exprChecker{src: m, env: env, seen: map[ast.Node]bool{}, types: map[ast.Node]Type{}}
+	c := &exprChecker{src: m, text: src, env: env, seen: map[ast.Node]bool{}, types: map[ast.Node]Type{}}
 	if n := len([]rune(src)); n > MaxExprLen {
 		c.errorf(0, "expression is %d characters long; at most %d: split it into lets", n, MaxExprLen)
 		return nil, c.errs
@@ -57,11 +61,20 @@ func checkExpr(src string, m *srcMap, env *Env) (*Expr, ErrorList) {
 	if len(c.errs) > 0 {
 		return nil, c.errs
 	}
-	return &Expr{Source: src, Pos: m.pos(0), Tree: tree.Node, Type: t, FuncPreds: c.preds, src: m}, nil
+	c.checkConstants(tree.Node, map[ast.Node]bool{})
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	x := &Expr{Source: src, Pos: m.pos(0), Tree: tree.Node, Type: t, FuncPreds: c.preds, src: m}
+	if v, ok := c.constant(tree.Node); ok {
+		x.konst = &v
+	}
+	return x, nil
 }
 
 type exprChecker struct {
 	src   *srcMap
+	text  string // the expression
 	env   *Env
 	errs  ErrorList
 	preds []*FuncPred
@@ -86,10 +99,42 @@ func (c *exprChecker) exprError(prefix string, err error) {
 			c.errorf(fe.From+1, "%sunexpected end of expression", prefix)
 			return
 		}
+		if off, msg, ok := c.literalError(fe); ok {
+			c.errorf(off, "%s%s", prefix, msg)
+			return
+		}
 		c.errorf(fe.From, "%s%s", prefix, strings.TrimSpace(fe.Message))
 		return
 	}
 	c.errorf(0, "%s%v", prefix, err)
+}
+
+// literalRE matches expr-lang's message for a number literal it cannot read.
+var literalRE = regexp.MustCompile(`^invalid (integer|float|hex|binary|octal) literal: strconv\.Parse\w+: parsing "([^"]*)": (.*)$`)
+
+// literalError rewrites expr-lang's error for a literal out of range: it is
+// placed at the literal's last character; the offending token starts at its
+// first.
+func (c *exprChecker) literalError(fe *file.Error) (int, string, bool) {
+	m := literalRE.FindStringSubmatch(strings.TrimSpace(fe.Message))
+	if m == nil {
+		return 0, "", false
+	}
+	kind, lit, why := m[1], m[2], m[3]
+	text := []rune(c.text)
+	end := min(fe.From+1, len(text))
+	off := strings.LastIndex(string(text[:end]), lit)
+	if off < 0 {
+		return 0, "", false
+	}
+	off = utf8.RuneCountInString(string(text[:end])[:off])
+	if !strings.HasSuffix(why, "value out of range") {
+		return off, fmt.Sprintf("invalid %s literal %s: %s", kind, lit, why), true
+	}
+	if kind == "float" {
+		return off, fmt.Sprintf("float literal %s is out of range: floats are 64-bit, at most %g in magnitude", lit, math.MaxFloat64), true
+	}
+	return off, fmt.Sprintf("integer literal %s is out of range: integers are 64-bit signed, from %d to %d", lit, math.MinInt64, math.MaxInt64), true
 }
 
 // at returns the offset of a node's own token (an operator's, a name's).

@@ -27,10 +27,12 @@ func (d *doc) hook(n *yaml.Node) *Hook {
 		Sample:  1,
 		Buffer:  Buffer{Slots: DefaultSlots, Overflow: DropNewest, Pos: d.pos(n)},
 		Pos:     d.pos(n),
+		NamePos: d.pos(n),
 	}
 	if v := m.get("name"); v == nil {
 		d.errorf(n, `hook needs a name: add "name: my_hook"`)
 	} else if s, ok := d.str(v, "hook name"); ok {
+		h.NamePos = d.pos(v)
 		if !identRE.MatchString(s) {
 			d.errorf(v, "hook name %q must be an identifier (it names generated C code): a letter or '_', then letters, digits or '_'", s)
 		}
@@ -101,7 +103,7 @@ func (d *doc) lets(v *yaml.Node) ([]*Let, *Env, *Env) {
 		expr *yaml.Node
 	}
 	var list []item
-	seen := map[string]*Let{}
+	seen := map[string]*yaml.Node{} // name tokens
 	for _, it := range items {
 		m, ok := d.mapping(it, "a let", "name", "expr")
 		if !ok {
@@ -113,10 +115,10 @@ func (d *doc) lets(v *yaml.Node) ([]*Let, *Env, *Env) {
 			d.errorf(it, "let needs a name: {name: NAME, expr: EXPRESSION}")
 		} else if s, ok := d.str(nameNode, "let name"); ok && d.letName(nameNode, s) {
 			if first, dup := seen[s]; dup {
-				d.errorf(nameNode, "duplicate let name %q (first at line %d)", s, first.Pos.Line)
+				d.errorf(nameNode, "duplicate let name %q (first at %d:%d)", s, first.Line, first.Column)
 			} else {
 				l.Name = s
-				seen[s] = l
+				seen[s] = nameNode
 			}
 		}
 		if exprNode == nil {
@@ -143,7 +145,7 @@ func (d *doc) lets(v *yaml.Node) ([]*Let, *Env, *Env) {
 		if it.let.Expr == nil {
 			env = env.with(envVar{name: it.let.Name, broken: true})
 		} else {
-			env = env.WithLet(it.let.Name, it.let.Expr.Type)
+			env = env.with(envVar{name: it.let.Name, typ: it.let.Expr.Type, konst: it.let.Expr.konst})
 		}
 		lets = append(lets, it.let)
 	}

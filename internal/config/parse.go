@@ -168,7 +168,8 @@ func (l *loader) parseFile(file string, data []byte, chain []string) *parsedFile
 		if errors.Is(err, io.EOF) {
 			l.errs.add(top, "the profile is empty: expected a mapping with version, name and hooks")
 		} else {
-			l.errs.add(yamlErrorPos(file, err), "invalid YAML: %s", yamlErrorMsg(err))
+			p := yamlSyntaxError(file, data, dec, err)
+			l.errs.add(p.at, "%s", p.message())
 		}
 		return nil
 	}
@@ -176,7 +177,8 @@ func (l *loader) parseFile(file string, data []byte, chain []string) *parsedFile
 	if err := dec.Decode(&next); err == nil {
 		d.errorf(&next, "a profile is one YAML document; remove this second document (or its --- separator)")
 	} else if !errors.Is(err, io.EOF) {
-		l.errs.add(yamlErrorPos(file, err), "invalid YAML: %s", yamlErrorMsg(err))
+		p := yamlSyntaxError(file, data, dec, err)
+		l.errs.add(p.at, "%s", p.message())
 	}
 	n := &root
 	if n.Kind == yaml.DocumentNode {
@@ -418,7 +420,7 @@ func (l *loader) checkProfile(p *Profile) {
 	first := map[string]*Hook{}
 	for _, h := range p.Hooks {
 		if f, dup := first[h.Name]; dup {
-			l.errs.add(h.Pos, "duplicate hook name %q (first defined at %s); hook names must be unique across the profile and its includes", h.Name, f.Pos)
+			l.errs.add(h.NamePos, "duplicate hook name %q (first defined at %s); hook names must be unique across the profile and its includes", h.Name, f.NamePos)
 			continue
 		}
 		first[h.Name] = h

@@ -124,7 +124,8 @@ func TestParseFullProfile(t *testing.T) {
 					{Name: "latency", Kind: AggHistogram, Value: x("duration", I64, at(28, 49)), By: []string{"funcId"}, Buckets: Buckets{Log2: true}, Pos: at(28, 9)},
 					{Name: "sizes", Kind: AggHistogram, Value: x("duration", I64, at(29, 47)), Buckets: Buckets{Bounds: []uint64{1000, 10000}}, Pos: at(29, 9)},
 				},
-				Pos: at(8, 5),
+				Pos:     at(8, 5),
+				NamePos: at(8, 11),
 			},
 			{
 				Name:    "off",
@@ -133,6 +134,7 @@ func TestParseFullProfile(t *testing.T) {
 				Fields:  []*Field{{Name: "smid", Source: "smid", Type: U32, Pos: at(32, 14)}},
 				Buffer:  Buffer{Slots: DefaultSlots, Overflow: DropNewest, Pos: at(30, 5)},
 				Pos:     at(30, 5),
+				NamePos: at(30, 11),
 			},
 		},
 	}
@@ -292,7 +294,7 @@ func TestIncludeErrors(t *testing.T) {
 		{"duplicate hook across files", map[string]string{
 			"a.yaml": "version: 1\nname: a\ninclude: [b.yaml]\nhooks:\n  - {name: h, fields: [phase]}\n",
 			"b.yaml": "version: 1\nname: b\nhooks:\n  - {name: h, fields: [phase]}\n",
-		}, []string{`a.yaml:5:5: duplicate hook name "h" (first defined at b.yaml:4:5); hook names must be unique across the profile and its includes`}},
+		}, []string{`a.yaml:5:12: duplicate hook name "h" (first defined at b.yaml:4:12); hook names must be unique across the profile and its includes`}},
 		{"problems in both files", map[string]string{
 			"a.yaml": "version: 1\nname: a\ninclude: [b.yaml]\nhooks:\n  - {name: h, fields: [nope]}\n",
 			"b.yaml": "version: 1\nname: b\nhooks:\n  - {name: g, when: 'phase ** 2 > 1', fields: [phase]}\n",
