@@ -10,7 +10,6 @@ import (
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/checker"
-	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/parser"
 )
@@ -23,7 +22,7 @@ const MaxExprLen = 4096
 // file; start is the position of its first character. It returns an
 // ErrorList on problems.
 func CheckExpr(src string, start Pos, env *Env) (*Expr, error) {
-	x, errs := checkExpr(src, plainMap(src, start), env)
+	x, errs := checkExpr(src, plainMap(src, start), env, nil)
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
@@ -32,7 +31,7 @@ func CheckExpr(src string, start Pos, env *Env) (*Expr, error) {
 
 // checkExpr parses src, refuses everything the device cannot run, and
 // type-checks the rest. All problems are reported with file positions.
-func checkExpr(src string, m *srcMap, env *Env) (*Expr, ErrorList) {
+func checkExpr(src string, m *srcMap, env *Env, confs exprConfigs) (*Expr, ErrorList) {
 	c := &exprChecker{src: m, text: src, env: env, seen: map[ast.Node]bool{}, types: map[ast.Node]Type{}}
 	if n := len([]rune(src)); n > MaxExprLen {
 		c.errorf(0, "expression is %d characters long; at most %d: split it into lets", n, MaxExprLen)
@@ -42,9 +41,9 @@ func checkExpr(src string, m *srcMap, env *Env) (*Expr, ErrorList) {
 		c.errorf(0, "empty expression")
 		return nil, c.errs
 	}
-	cfg := conf.New(env.Vars())
-	cfg.Optimize = false // the optimizer folds `in [...]` into maps; hookgen needs the tree as written
-	tree, err := parser.ParseWithConfig(src, cfg)
+	// Parsing needs no variables (let names cannot be builtins'); checking
+	// needs those the expression names.
+	tree, err := parser.ParseWithConfig(src, NewEnv().config([]string{}, confs))
 	if err != nil {
 		c.exprError("syntax error: ", err)
 		return nil, c.errs
@@ -53,7 +52,7 @@ func checkExpr(src string, m *srcMap, env *Env) (*Expr, ErrorList) {
 	if len(c.errs) > 0 || c.broken {
 		return nil, c.errs
 	}
-	if _, err := checker.Check(tree, cfg); err != nil {
+	if _, err := checker.Check(tree, env.config(identifiers(tree.Node), confs)); err != nil {
 		c.exprError("", err)
 		return nil, c.errs
 	}
@@ -107,6 +106,19 @@ func (c *exprChecker) exprError(prefix string, err error) {
 		return
 	}
 	c.errorf(0, "%s%v", prefix, err)
+}
+
+// identifiers returns the names an expression tree uses.
+func identifiers(node ast.Node) []string {
+	seen := map[string]bool{}
+	var names []string
+	ast.Walk(&node, identVisitor(func(id *ast.IdentifierNode) {
+		if !seen[id.Value] {
+			seen[id.Value] = true
+			names = append(names, id.Value)
+		}
+	}))
+	return names
 }
 
 // literalRE matches expr-lang's message for a number literal it cannot read.

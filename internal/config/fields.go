@@ -119,12 +119,12 @@ func (d *doc) field(it *yaml.Node, env *Env) *Field {
 // the hook's lets.
 func fieldNames(env *Env) string {
 	var names []string
-	for _, v := range env.vars {
+	for _, v := range env.all() {
 		if _, constant := Constants[v.name]; v.name != "func" && !constant {
 			names = append(names, v.name)
 		}
 	}
-	return strings.Join(names, ", ")
+	return nameList(names)
 }
 
 func storableList() string {

@@ -128,12 +128,14 @@ func (d *doc) lets(v *yaml.Node) ([]*Let, *Env, *Env) {
 	}
 	// A let sees the lets before it; the ones after it are named in the
 	// message rather than reported as unknown.
+	var later, notInWhen []envVar
 	for _, it := range list {
 		if it.let.Name != "" {
-			env = env.withUnusable(it.let.Name, I64, "a let can only use lets defined before it")
-			whenEnv = whenEnv.withUnusable(it.let.Name, I64, "when is tested before lets are computed; repeat the expression in when")
+			later = append(later, envVar{name: it.let.Name, typ: I64, why: "a let can only use lets defined before it"})
+			notInWhen = append(notInWhen, envVar{name: it.let.Name, typ: I64, why: "when is tested before lets are computed; repeat the expression in when"})
 		}
 	}
+	env, whenEnv = env.with(later...), whenEnv.with(notInWhen...) // copies: env changes below
 	var lets []*Let
 	for _, it := range list {
 		if it.expr != nil {
@@ -143,9 +145,9 @@ func (d *doc) lets(v *yaml.Node) ([]*Let, *Env, *Env) {
 			continue
 		}
 		if it.let.Expr == nil {
-			env = env.with(envVar{name: it.let.Name, broken: true})
+			env.set(envVar{name: it.let.Name, broken: true})
 		} else {
-			env = env.with(envVar{name: it.let.Name, typ: it.let.Expr.Type, konst: it.let.Expr.konst})
+			env.set(envVar{name: it.let.Name, typ: it.let.Expr.Type, konst: it.let.Expr.konst})
 		}
 		lets = append(lets, it.let)
 	}

@@ -26,11 +26,19 @@ const (
 	MinRingCapacity     = 1 << 10
 	MaxRingCapacity     = 1 << 24
 	DefaultSlots        = 4096
-	// MaxProfileBytes is the largest profile file (the top-level profile and
-	// each include) the loader reads: profiles are a few KiB, and a bigger
-	// file is a mistake (a log, a device) that must not cost the job memory.
+	// MaxProfileBytes is the most a profile and its includes may have in
+	// all (an include read twice counts twice): profiles are a few KiB, and
+	// a bigger file is a mistake (a log, a device) that must not cost the
+	// job memory or time (parsing takes about a second per MiB).
 	MaxProfileBytes = 1 << 20
+	// MaxIncludes bounds the include files a profile reads, repeated ones
+	// counted each time: includes that each include one file twice would
+	// otherwise double the work per level.
+	MaxIncludes = 64
 )
+
+// sizeAdvice says what to do about a profile over MaxProfileBytes.
+const sizeAdvice = "profiles are a few KiB: check that this is a profile, and remove what its hooks do not need"
 
 // Load reads, parses and validates the profile at path and the profiles it
 // includes. Problems in the profile come back as an ErrorList.
@@ -70,7 +78,7 @@ func readProfile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fileKind(st.Mode()))
 	}
 	if st.Size() > MaxProfileBytes {
-		return nil, fmt.Errorf("%s is %d bytes: a profile may have at most %d (%d KiB)", path, st.Size(), MaxProfileBytes, MaxProfileBytes>>10)
+		return nil, fmt.Errorf("%s is %d bytes: a profile may have at most %d (%d KiB) with its includes; %s", path, st.Size(), MaxProfileBytes, MaxProfileBytes>>10, sizeAdvice)
 	}
 	// A file that grows after the check is still read only up to the limit.
 	data, err := io.ReadAll(io.LimitReader(f, MaxProfileBytes+1))
@@ -78,7 +86,7 @@ func readProfile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if len(data) > MaxProfileBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes, the limit of a profile", path, MaxProfileBytes)
+		return nil, fmt.Errorf("%s is larger than %d bytes (%d KiB), the limit of a profile with its includes; %s", path, MaxProfileBytes, MaxProfileBytes>>10, sizeAdvice)
 	}
 	return data, nil
 }
@@ -101,11 +109,17 @@ func fileKind(m os.FileMode) string {
 
 // loader assembles a profile from a file and its includes.
 type loader struct {
-	read func(path string) ([]byte, error)
-	errs ErrorList
+	read  func(path string) ([]byte, error)
+	errs  ErrorList
+	confs exprConfigs
 	// root is the top-level profile's directory, symlinks resolved: every
 	// include must lie in it or below (includeRule).
-	root string
+	root     string
+	total    int // bytes of the files read so far
+	included int // include files read so far
+	// overLimit: MaxIncludes or MaxProfileBytes was reached (and reported);
+	// no further include is read.
+	overLimit bool
 }
 
 var (
@@ -121,13 +135,14 @@ func (l *loader) load(file string, data []byte) (*Profile, error) {
 		Output:  Output{DumpDir: DefaultDumpDir, DumpInterval: DefaultDumpInterval, RingCapacity: DefaultRingCapacity},
 	}
 	if len(data) > MaxProfileBytes {
-		l.errs.add(Pos{File: file, Line: 1, Col: 1}, "the profile is %d bytes: a profile may have at most %d (%d KiB)", len(data), MaxProfileBytes, MaxProfileBytes>>10)
+		l.errs.add(Pos{File: file, Line: 1, Col: 1}, "the profile is %d bytes: a profile may have at most %d (%d KiB) with its includes; %s", len(data), MaxProfileBytes, MaxProfileBytes>>10, sizeAdvice)
 		return nil, l.errs.Err()
 	}
 	l.root = cleanPath(filepath.Dir(file))
 	if r, err := filepath.EvalSymlinks(l.root); err == nil {
 		l.root = r
 	}
+	l.total = len(data)
 	f := l.parseFile(file, data, nil)
 	if f != nil {
 		p.Name, p.Pos, p.Hooks = f.name, f.pos, f.hooks
@@ -160,7 +175,10 @@ var profileKeys = []string{"version", "name", "include", "output", "hooks"}
 // parseFile decodes one file; chain is the include chain that led to it
 // (cleaned paths), empty for the top-level profile.
 func (l *loader) parseFile(file string, data []byte, chain []string) *parsedFile {
-	d := &doc{file: file, lines: strings.Split(string(data), "\n"), errs: &l.errs}
+	if l.confs == nil {
+		l.confs = exprConfigs{}
+	}
+	d := &doc{file: file, lines: strings.Split(string(data), "\n"), errs: &l.errs, confs: l.confs}
 	top := Pos{File: file, Line: 1, Col: 1}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
@@ -280,6 +298,14 @@ func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
 			d.errorf(it, "include cycle: %s -> %s; remove one of these includes", strings.Join(names, " -> "), filepath.Base(path))
 			continue
 		}
+		if l.overLimit {
+			return hooks // reported once
+		}
+		if l.included++; l.included > MaxIncludes {
+			d.errorf(it, "this include is the profile's %dth; at most %d include files may be read in all (one included twice counts twice): include each file once", l.included, MaxIncludes)
+			l.overLimit = true
+			return hooks
+		}
 		resolved, why := l.includeRule(path)
 		if why != "" {
 			d.errorf(it, "include %q %s", rel, why)
@@ -291,6 +317,11 @@ func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
 		if err != nil {
 			d.errorf(it, "cannot read include %q: %v", rel, err)
 			continue
+		}
+		if l.total += len(data); l.total > MaxProfileBytes {
+			d.errorf(it, "with include %q the profile reaches %d bytes: a profile may have at most %d (%d KiB) with its includes; %s", rel, l.total, MaxProfileBytes, MaxProfileBytes>>10, sizeAdvice)
+			l.overLimit = true
+			return hooks
 		}
 		if f := l.parseFile(path, data, chain); f != nil {
 			hooks = append(hooks, f.hooks...)

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -302,6 +303,13 @@ func TestIncludeErrors(t *testing.T) {
 			`a.yaml:5:24: unknown field "nope"; known: ` + knownFields,
 			"b.yaml:4:28: exponent (**) is not supported on the device; multiply, or use bitshl for powers of two",
 		}},
+		{"includes doubling per level", doublingIncludes(8), []string{
+			"h.yaml:3:19: this include is the profile's 65th; at most 64 include files may be read in all (one included twice counts twice): include each file once"}},
+		{"includes over the size limit", map[string]string{
+			"a.yaml": "version: 1\nname: a\ninclude: [b.yaml, c.yaml]\nhooks:\n  - {name: h, fields: [phase]}\n",
+			"b.yaml": "version: 1\nname: b\ninclude: []\n#" + strings.Repeat("x", MaxProfileBytes/2) + "\n",
+			"c.yaml": "version: 1\nname: c\ninclude: []\n#" + strings.Repeat("x", MaxProfileBytes/2) + "\n",
+		}, []string{`a.yaml:3:19: with include "c.yaml" the profile reaches 1048725 bytes: a profile may have at most 1048576 (1024 KiB) with its includes; ` + sizeAdvice}},
 		{"include is not a list", map[string]string{
 			"a.yaml": "version: 1\nname: a\ninclude: b.yaml\nhooks:\n  - {name: h, fields: [phase]}\n",
 		}, []string{`a.yaml:3:10: include must be a list of profile files ([common.yaml]); got "b.yaml"`}},
@@ -320,6 +328,18 @@ func TestIncludeErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// doublingIncludes returns files a.yaml, b.yaml, ... of which each includes
+// the next twice: 2^levels reads without a limit.
+func doublingIncludes(levels int) map[string]string {
+	files := map[string]string{"a.yaml": "version: 1\nname: a\ninclude: [b.yaml, b.yaml]\nhooks:\n  - {name: h, fields: [phase]}\n"}
+	for i := 1; i < levels; i++ {
+		name, next := string(rune('a'+i)), string(rune('a'+i+1))
+		files[name+".yaml"] = fmt.Sprintf("version: 1\nname: %s\ninclude: [%s.yaml, %s.yaml]\n", name, next, next)
+	}
+	files[string(rune('a'+levels))+".yaml"] = "version: 1\nname: leaf\ninclude: []\n"
+	return files
 }
 
 func TestLoadMissingFile(t *testing.T) {

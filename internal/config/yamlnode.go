@@ -14,6 +14,7 @@ type doc struct {
 	file  string
 	lines []string // the file's text, to map expression offsets to positions
 	errs  *ErrorList
+	confs exprConfigs // shared by the files of one load
 }
 
 func (d *doc) pos(n *yaml.Node) Pos { return Pos{File: d.file, Line: n.Line, Col: n.Column} }
@@ -169,7 +170,7 @@ func (d *doc) expr(n *yaml.Node, what string, env *Env) *Expr {
 		d.errorf(n, "%s must be an expression; got %s", what, describe(n))
 		return nil
 	}
-	x, errs := checkExpr(n.Value, scalarMap(d.file, d.lines, n), env)
+	x, errs := checkExpr(n.Value, scalarMap(d.file, d.lines, n), env, d.confs)
 	*d.errs = append(*d.errs, errs...)
 	return x
 }
