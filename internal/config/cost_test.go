@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -70,5 +71,28 @@ func TestParseCostIsLinear(t *testing.T) {
 		if large > 8*small {
 			t.Errorf("%d hook(s): 4x the profile allocates %.1fx the memory", hooks, float64(large)/float64(small))
 		}
+	}
+}
+
+// TestMessagesListBoundedNames: an unknown name in a hook of 60 lets lists
+// the first 40 names it could have meant and counts the rest, so that a
+// profile of thousands of lets and as many mistakes does not print the
+// square of its size.
+func TestMessagesListBoundedNames(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(header + "  - name: h\n    let:\n")
+	for i := range 60 {
+		fmt.Fprintf(&b, "      - {name: l%d, expr: '%d'}\n", i, i)
+	}
+	b.WriteString("      - {name: bad, expr: nope + 1}\n    fields: [bad]\n")
+	_, err := Parse("p.yaml", []byte(b.String()))
+	var list ErrorList
+	if !errors.As(err, &list) || len(list) != 1 {
+		t.Fatalf("errors: %v", err)
+	}
+	// 12 catalogue names, START, STOP, then l0..l25 make 40; l26..l59 are 34 more.
+	want := `p.yaml:66:27: unknown name "nope"; known: ` + knownNames + ", l0, l1, l2"
+	if msg := list[0].Error(); !strings.HasPrefix(msg, want) || !strings.Contains(msg, ", l25, and 34 more (and func, in name predicates)") || strings.Contains(msg, "l26") {
+		t.Errorf("message %q", msg)
 	}
 }
