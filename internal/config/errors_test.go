@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,6 +13,15 @@ const header = "version: 1\nname: t\nhooks:\n"
 const knownFields = "timestamp, workCounter, funcId, channelId, phase, smid, clock, globaltimer, cudaDev, comm, duration, paired"
 
 const knownNames = "timestamp, workCounter, funcId, channelId, phase, smid, clock, globaltimer, cudaDev, comm, duration, paired, START, STOP"
+
+// hooks returns n hook entries h0, h1, ... that each record phase.
+func hooks(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: h%d, fields: [phase]}\n", i)
+	}
+	return b.String()
+}
 
 // TestBrokenProfiles checks, for each broken profile, every message Parse
 // reports and its line:col, in order.
@@ -226,6 +236,9 @@ func TestBrokenProfiles(t *testing.T) {
 			[]string{"5:26: shift count 64 is out of range: bitshr shifts a 64-bit integer by 0 to 63 bits"}},
 		{"aggregate budget", header + "  - name: h\n    aggregate:\n      - {name: a, kind: histogram, value: duration, by: [funcId, channelId]}\n",
 			[]string{"6:9: aggregates need 4463875 cells in all with this one (66625 keys x 67 words); at most 1048576: key fewer aggregates by both funcId and channelId, or use fewer histogram bounds"}},
+		// Disabled hooks (lines 4-6) do not count: the 65th enabled one is on line 71.
+		{"too many hooks", header + "  - {name: d0, fields: [phase], enabled: false}\n  - {name: d1, fields: [phase], enabled: false}\n  - {name: d2, fields: [phase], enabled: false}\n" + hooks(65),
+			[]string{"71:12: this is the profile's enabled hook number 65; at most 64 may be enabled (each runs on every event inside NCCL's kernels): merge hooks, as one hook can record fields and several aggregates, or disable some with enabled: false"}},
 		{"dump interval not a duration", "version: 1\nname: t\noutput:\n  dump_interval: fast\nhooks:\n  - name: h\n    fields: [phase]\n",
 			[]string{`4:18: output.dump_interval must be a duration from 10ms to 1h0m0s, such as 500ms or 2s; got "fast"`}},
 		{"dump interval too short", "version: 1\nname: t\noutput:\n  dump_interval: 1ms\nhooks:\n  - name: h\n    fields: [phase]\n",

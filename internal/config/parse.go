@@ -35,6 +35,10 @@ const (
 	// counted each time: includes that each include one file twice would
 	// otherwise double the work per level.
 	MaxIncludes = 64
+	// MaxHooks bounds the enabled hooks: each runs on every event inside
+	// NCCL's kernels and has its buffers on every device, and the module of
+	// all of them is compiled during the job's init.
+	MaxHooks = 64
 )
 
 // sizeAdvice says what to do about a profile over MaxProfileBytes.
@@ -455,6 +459,9 @@ func (l *loader) checkProfile(p *Profile) {
 			continue
 		}
 		first[h.Name] = h
+	}
+	if hs := p.EnabledHooks(); len(hs) > MaxHooks {
+		l.errs.add(hs[MaxHooks].NamePos, "this is the profile's enabled hook number %d; at most %d may be enabled (each runs on every event inside NCCL's kernels): merge hooks, as one hook can record fields and several aggregates, or disable some with enabled: false", MaxHooks+1, MaxHooks)
 	}
 	cells := 0
 	for _, h := range p.EnabledHooks() {
