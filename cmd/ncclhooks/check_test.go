@@ -86,3 +86,67 @@ func TestCheckRealNCCLOutput(t *testing.T) {
 		t.Errorf("a truncated event log: exit %d, want 2 naming it\n%s", code, out)
 	}
 }
+
+// TestCheckFindsTamperedRecords: the harness's own event log of a real run
+// (run --events-out) makes check compare every record with the event it
+// names. The intact output is exact; each kind of damage to one record of it
+// is a MISMATCH with exit 1 and says what it found: a changed field, a
+// duplicated record, a missing record, a wrong function name.
+func TestCheckFindsTamperedRecords(t *testing.T) {
+	dir, events := t.TempDir(), t.TempDir()
+	const profile = "../../examples/all-events.yaml"
+	if out, code := cli(t, "run", profile, "--backend", "cpu", "--out", dir, "--events-out", events, "--devices", "1", "--items", "100"); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("outputs %v", files)
+	}
+	out, code := cli(t, "check", dir, "--profile", profile, "--events", events)
+	if code != 0 || !strings.Contains(out, "result: exact") || !regexp.MustCompile(`\s1600\s+1600\s+exact`).MatchString(out) {
+		t.Fatalf("check of the intact run against its event log: exit %d, want 0 with 1600 records checked\n%s", code, out)
+	}
+	body, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(body), "\n")
+	rec := -1
+	for i, l := range lines {
+		if strings.Contains(l, `"type":"record"`) && strings.Contains(l, `"phase":1`) {
+			rec = i
+			break
+		}
+	}
+	if rec < 0 {
+		t.Fatal("no STOP record in the output")
+	}
+	seq := regexp.MustCompile(`"seq":\d+`).FindString(lines[rec])
+	with := func(f func(l []string) []string) string {
+		return strings.Join(f(append([]string(nil), lines...)), "")
+	}
+	edit := func(re, to string) string {
+		return with(func(l []string) []string {
+			l[rec] = regexp.MustCompile(re).ReplaceAllString(l[rec], to)
+			return l
+		})
+	}
+	ts := regexp.MustCompile(`"timestamp":(\d+)`).FindStringSubmatch(lines[rec])[1]
+	for _, tt := range []struct {
+		name, body, want string
+	}{
+		{"changed field", edit(`"timestamp":\d+`, `"timestamp":1`+ts), "timestamp = 1" + ts + ", emitted " + ts},
+		{"duplicated record", with(func(l []string) []string { return append(l[:rec+1], l[rec:]...) }), "a second record of channel"},
+		{"missing record", with(func(l []string) []string { return append(l[:rec], l[rec+1:]...) }), "1599 record lines but records_total 1600"},
+		{"wrong function name", edit(`"func":"[^"]*"`, `"func":"AllReduce_Sum_f64_TREE_LL"`), `func "AllReduce_Sum_f64_TREE_LL", want`},
+	} {
+		bad := t.TempDir()
+		if err := os.WriteFile(filepath.Join(bad, filepath.Base(files[0])), []byte(tt.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, code := cli(t, "check", bad, "--profile", profile, "--events", events)
+		if code != 1 || !strings.Contains(out, "result: MISMATCH") || !strings.Contains(out, tt.want) {
+			t.Errorf("%s (record %s): exit %d, want 1, a MISMATCH and %q\n%s", tt.name, seq, code, tt.want, out)
+		}
+	}
+}

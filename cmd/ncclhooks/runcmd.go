@@ -34,6 +34,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Verify = !rf.noVerify
+	if cfg.EventsDir != "" && !cfg.Verify {
+		fmt.Fprintln(stderr, "ncclhooks run: --events-out needs the event log that --no-verify leaves out")
+		return 2
+	}
 	if code := chooseBackend(&cfg, rf.backend, stderr); code != 0 {
 		return code
 	}
@@ -105,6 +109,7 @@ func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagS
 	fs.BoolVar(&cfg.Graph, "graph", false, "gpu: capture the launches in a CUDA graph and replay it")
 	fs.IntVar(&cfg.Replays, "replays", 1, "gpu: launches (or graph replays) per communicator")
 	fs.BoolVar(&rf.noVerify, "no-verify", false, "skip the per-event log and record-by-record check (faster, for rates)")
+	fs.StringVar(&cfg.EventsDir, "events-out", "", "write the events the harness emitted into this directory (events-dev<d>-comm<k>.bin, what check --events reads)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ncclhooks run PROFILE [flags]")
 		fs.PrintDefaults()

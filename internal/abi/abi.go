@@ -75,6 +75,16 @@ const (
 	SubsysProfile = 16384
 )
 
+// AppendDevEvent appends e to b as the device writes it: DecodeDevEvent's
+// inverse.
+func AppendDevEvent(b []byte, e DevEvent) []byte {
+	b = binary.LittleEndian.AppendUint64(b, e.Timestamp)
+	b = binary.LittleEndian.AppendUint64(b, e.WorkCounter)
+	b = binary.LittleEndian.AppendUint32(b, e.FuncID)
+	b = append(b, e.ChannelID, e.Phase)
+	return binary.LittleEndian.AppendUint16(b, e.Rsvd)
+}
+
 // DecodeDevEvent reads one event from the first DevEventSize bytes of b, as
 // the device wrote it.
 func DecodeDevEvent(b []byte) DevEvent {

@@ -57,6 +57,9 @@ func TestDecodeDevEvent(t *testing.T) {
 	if got := abi.DecodeDevEvent(b); got != want {
 		t.Errorf("DecodeDevEvent(C bytes) = %+v, want %+v", got, want)
 	}
+	if got := abi.AppendDevEvent([]byte{0xff}, want); string(got) != "\xff"+string(b) {
+		t.Errorf("AppendDevEvent = % x, want ff and the C bytes % x", got, b)
+	}
 	// The Go twin's own memory is the same bytes.
 	if got := unsafe.Slice((*byte)(unsafe.Pointer(&want)), abi.DevEventSize); string(got) != string(b) {
 		t.Errorf("Go memory % x, C memory % x", got, b)

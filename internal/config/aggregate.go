@@ -3,6 +3,7 @@ package config
 // aggregate.go parses a hook's aggregates: their kind, value, keys (by) and histogram buckets.
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -19,17 +20,18 @@ func (d *doc) aggregates(v *yaml.Node, h *Hook, env *Env) bool {
 		return false
 	}
 	before := len(*d.errs)
-	seen := map[string]*Aggregate{}
+	seen := map[string]*yaml.Node{} // name tokens
 	for _, it := range items {
 		a := d.aggregate(it, env)
 		if a == nil {
 			continue
 		}
+		name := valueOf(it, "name")
 		if first, dup := seen[a.Name]; dup && a.Name != "" {
-			d.errorf(it, "duplicate aggregate name %q (first at line %d)", a.Name, first.Pos.Line)
+			d.errorf(name, "duplicate aggregate name %q (first at %d:%d)", a.Name, first.Line, first.Column)
 			continue
 		}
-		seen[a.Name] = a
+		seen[a.Name] = name
 		h.Aggregates = append(h.Aggregates, a)
 	}
 	return len(*d.errs) == before
@@ -151,7 +153,11 @@ func (d *doc) buckets(n *yaml.Node) Buckets {
 	for i, it := range items {
 		var v uint64
 		if it.Kind != yaml.ScalarNode || it.ShortTag() != "!!int" || strings.HasPrefix(it.Value, "-") || it.Decode(&v) != nil {
-			d.errorf(it, "bucket bound must be a whole number >= 0; got %s", describe(it))
+			if tooLarge(it) && !strings.HasPrefix(it.Value, "-") {
+				d.errorf(it, "bucket bound %s is out of range: bounds are whole numbers from 0 to %d", it.Value, uint64(math.MaxUint64))
+			} else {
+				d.errorf(it, "bucket bound must be a whole number >= 0; got %s", describe(it))
+			}
 			return Buckets{}
 		}
 		if i > 0 && v <= b.Bounds[i-1] {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -12,6 +13,15 @@ const header = "version: 1\nname: t\nhooks:\n"
 const knownFields = "timestamp, workCounter, funcId, channelId, phase, smid, clock, globaltimer, cudaDev, comm, duration, paired"
 
 const knownNames = "timestamp, workCounter, funcId, channelId, phase, smid, clock, globaltimer, cudaDev, comm, duration, paired, START, STOP"
+
+// hooks returns n hook entries h0, h1, ... that each record phase.
+func hooks(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "  - {name: h%d, fields: [phase]}\n", i)
+	}
+	return b.String()
+}
 
 // TestBrokenProfiles checks, for each broken profile, every message Parse
 // reports and its line:col, in order.
@@ -28,7 +38,41 @@ func TestBrokenProfiles(t *testing.T) {
 		{"top level is a list", "- version: 1\n",
 			[]string{"1:1: a profile must be a mapping with keys version, name, include, output, hooks; got a list"}},
 		{"tab indentation", "version: 1\n\tname: t\n",
-			[]string{"2:1: invalid YAML: found a tab character that violates indentation"}},
+			[]string{"2:1: invalid YAML: found a tab character that violates indentation: " + tabHint}},
+		// yaml.v3 names the line of the scalar before the tab (4).
+		{"tab indenting a hook key", header + "  - name: h\n\tfields: [phase]\n",
+			[]string{"5:1: invalid YAML: found a tab character that violates indentation: " + tabHint}},
+		{"tab on a line of its own", header + "  - name: h\n    fields: [phase]\n  \t\n",
+			[]string{"6:3: invalid YAML: found a tab character that cannot start any token: " + tabHint}},
+		{"tab before a list item", header + "  - name: h\n    fields:\n      - phase\n\t  - smid\n",
+			[]string{"7:1: invalid YAML: found a tab character that violates indentation: " + tabHint}},
+		// yaml.v3 names no line (1:1).
+		{"unknown anchor", "version: *v\nname: t\nhooks:\n  - name: h\n    fields: [phase]\n",
+			[]string{"1:10: invalid YAML: unknown anchor 'v' referenced: define the anchor (&NAME) before an alias (*NAME) refers to it"}},
+		{"alias before its anchor", header + "  - name: h\n    fields: *f\n  - name: g\n    fields: &f [phase]\n",
+			[]string{"5:13: invalid YAML: unknown anchor 'f' referenced: define the anchor (&NAME) before an alias (*NAME) refers to it"}},
+		// yaml.v3: line 3 (the 0-based line of the mapping's start).
+		{"key indented too far", header + "  - name: h\n    fields: [phase]\n     when: paired\n",
+			[]string{"6:6: invalid YAML: did not find expected key (while parsing a block mapping at 4:5): check the indentation: keys of one mapping start in the same column"}},
+		{"list item among keys", header + "  - name: h\n    fields: [phase]\n    - smid\n",
+			[]string{"6:5: invalid YAML: did not find expected key (while parsing a block mapping at 4:5): check the indentation: keys of one mapping start in the same column"}},
+		{"key outdented in a list", header + "  - name: h\n    fields: [phase]\n enabled: false\n",
+			[]string{"6:2: invalid YAML: did not find expected key (while parsing a block mapping at 1:1): check the indentation: keys of one mapping start in the same column"}},
+		{"list item outdented", header + "  - name: h\n    fields:\n      - phase\n     - smid\n",
+			[]string{"7:6: invalid YAML: did not find expected key (while parsing a block mapping at 4:5): check the indentation: keys of one mapping start in the same column"}},
+		// The file ends inside something left open: its opening is the token.
+		{"unclosed list", header + "  - name: h\n    fields: [phase, smid\n",
+			[]string{"5:13: invalid YAML: did not find expected ',' or ']' before the end of the file (at 6:1) while parsing a flow sequence that starts here: separate list items with ',' and close the list with ']'"}},
+		{"unclosed mapping", header + "  - {name: h, fields: [phase]\n",
+			[]string{"4:5: invalid YAML: did not find expected ',' or '}' before the end of the file (at 5:1) while parsing a flow mapping that starts here: separate entries with ',' and close the mapping with '}'"}},
+		{"unclosed quote", header + "  - name: h\n    when: \"phase == STOP\n    fields: [phase]\n",
+			[]string{"5:11: invalid YAML: the file ends (at 7:1) while scanning a quoted scalar that starts here: close it"}},
+		{"mapping value on one line", "version: 1\nname: a: b\n",
+			[]string{`2:8: invalid YAML: mapping values are not allowed in this context: check this line's indentation, or quote a value that contains ": "`}},
+		{"reserved indicator", "version: 1\nname: t\nhooks: @h\n",
+			[]string{"3:8: invalid YAML: found character that cannot start any token: quote a value that starts with this character"}},
+		{"unknown escape", "version: 1\nname: \"a\\qb\"\n",
+			[]string{`2:9: invalid YAML: found unknown escape character (while parsing a quoted scalar at 2:7): in double quotes, write \\ for a backslash, or use single quotes`}},
 		{"two documents", header + "  - name: h\n    fields: [phase]\n---\nversion: 1\n",
 			[]string{"6:1: a profile is one YAML document; remove this second document (or its --- separator)"}},
 		{"missing version", "name: t\nhooks:\n  - name: h\n    fields: [phase]\n",
@@ -57,7 +101,9 @@ func TestBrokenProfiles(t *testing.T) {
 		{"hook name not an identifier", header + "  - name: my-hook\n    fields: [phase]\n",
 			[]string{`4:11: hook name "my-hook" must be an identifier (it names generated C code): a letter or '_', then letters, digits or '_'`}},
 		{"duplicate hook names", header + "  - name: h\n    fields: [phase]\n  - name: h\n    fields: [phase]\n",
-			[]string{`6:5: duplicate hook name "h" (first defined at p.yaml:4:5); hook names must be unique across the profile and its includes`}},
+			[]string{`6:11: duplicate hook name "h" (first defined at p.yaml:4:11); hook names must be unique across the profile and its includes`}},
+		{"duplicate hook names in flow style", header + "  - name: h\n    fields: [phase]\n  - {fields: [phase], name: h}\n",
+			[]string{`6:29: duplicate hook name "h" (first defined at p.yaml:4:11); hook names must be unique across the profile and its includes`}},
 		{"unknown hook key", header + "  - name: h\n    filter: phase == STOP\n    fields: [phase]\n",
 			[]string{`5:5: unknown key "filter" in a hook; allowed: name, enabled, when, sample, let, fields, buffer, aggregate`}},
 		{"enabled not a bool", header + "  - name: h\n    enabled: maybe\n    fields: [phase]\n",
@@ -87,7 +133,13 @@ func TestBrokenProfiles(t *testing.T) {
 		{"bool type for a number", header + "  - name: h\n    fields:\n      - {field: phase, type: bool}\n",
 			[]string{"6:30: type bool needs a boolean source; phase is a number"}},
 		{"duplicate field name", header + "  - name: h\n    fields: [timestamp, clock, {field: clock, as: timestamp}]\n",
-			[]string{`5:32: duplicate field name "timestamp" (first at line 5); rename one with as: NAME`}},
+			[]string{`5:51: duplicate field name "timestamp" (first at 5:14); rename one with as: NAME`}},
+		{"duplicate plain field", header + "  - name: h\n    fields:\n      - phase\n      - {field: smid}\n      - phase\n",
+			[]string{`8:9: duplicate field name "phase" (first at 6:9); rename one with as: NAME`}},
+		{"duplicate field by source", header + "  - name: h\n    fields: [smid, {type: u8, field: smid}]\n",
+			[]string{`5:38: duplicate field name "smid" (first at 5:14); rename one with as: NAME`}},
+		{"duplicate let name", header + "  - name: h\n    let:\n      - {name: a, expr: '1'}\n      - {expr: '2', name: a}\n    fields: [a]\n",
+			[]string{`7:27: duplicate let name "a" (first at 6:16)`}},
 		{"reserved field name", header + "  - name: h\n    fields:\n      - {field: workCounter, as: seq}\n",
 			[]string{`6:34: field name "seq" is reserved in record lines (type, hook, device, seq, func); rename it with as: NAME`}},
 		{"field rename not an identifier", header + "  - name: h\n    fields:\n      - {field: phase, as: 2x}\n",
@@ -157,9 +209,36 @@ func TestBrokenProfiles(t *testing.T) {
 		{"negative bound", header + "  - name: h\n    aggregate:\n      - {name: a, kind: histogram, value: duration, buckets: {bounds: [-1]}}\n",
 			[]string{`6:72: bucket bound must be a whole number >= 0; got "-1"`}},
 		{"duplicate aggregate name", header + "  - name: h\n    aggregate:\n      - {name: a, kind: count}\n      - {name: a, kind: count}\n",
-			[]string{`7:9: duplicate aggregate name "a" (first at line 6)`}},
+			[]string{`7:16: duplicate aggregate name "a" (first at 6:16)`}},
+		{"integer too large for YAML", header + "  - name: h\n    fields: [phase]\n    buffer: {slots: 99999999999999999999}\n",
+			[]string{"6:21: buffer.slots 99999999999999999999 is out of range: use a power of two from 16 to 16777216"}},
+		{"bucket bound too large", header + "  - name: h\n    aggregate:\n      - {name: a, kind: histogram, value: duration, buckets: {bounds: [1, 18446744073709551616]}}\n",
+			[]string{"6:75: bucket bound 18446744073709551616 is out of range: bounds are whole numbers from 0 to 18446744073709551615"}},
+		{"integer literal too large", header + "  - name: h\n    when: smid > 99999999999999999999\n    fields: [phase]\n",
+			[]string{"5:18: syntax error: integer literal 99999999999999999999 is out of range: integers are 64-bit signed, from -9223372036854775808 to 9223372036854775807"}},
+		{"integer literal too large, quoted", header + "  - name: h\n    let: [{name: x, expr: \"1 + 9223372036854775808\"}]\n    fields: [x]\n",
+			[]string{"5:32: syntax error: integer literal 9223372036854775808 is out of range: integers are 64-bit signed, from -9223372036854775808 to 9223372036854775807"}},
+		{"float literal too large", header + "  - name: h\n    let: [{name: x, expr: 'duration * 1e999'}]\n    fields: [x]\n",
+			[]string{"5:39: syntax error: float literal 1e999 is out of range: floats are 64-bit, at most 1.7976931348623157e+308 in magnitude"}},
+		{"division by zero", header + "  - name: h\n    let: [{name: x, expr: duration / 0}]\n    fields: [x]\n",
+			[]string{"5:36: division by zero: the divisor is always 0 (on the device x / 0 gives an infinity); divide by a value that is not 0"}},
+		{"division by a float zero", header + "  - name: h\n    let: [{name: x, expr: duration / -0.0}]\n    fields: [x]\n",
+			[]string{"5:36: division by zero: the divisor is always 0 (on the device x / 0 gives an infinity); divide by a value that is not 0"}},
+		{"remainder by a folded zero", header + "  - name: h\n    when: workCounter % (STOP - 1) == 0\n    fields: [phase]\n",
+			[]string{"5:23: remainder by zero: the divisor is always 0 (on the device x % 0 gives 0); divide by a value that is not 0"}},
+		{"remainder by a constant let", header + "  - name: h\n    let:\n      - {name: n, expr: 'bitand(6, 1)'}\n      - {name: r, expr: smid % n}\n    fields: [r]\n",
+			[]string{"7:30: remainder by zero: the divisor is always 0 (on the device x % 0 gives 0); divide by a value that is not 0"}},
+		{"shift count too large", header + "  - name: h\n    let: [{name: x, expr: 'bitshl(smid, 64)'}]\n    fields: [x]\n",
+			[]string{"5:41: shift count 64 is out of range: bitshl shifts a 64-bit integer by 0 to 63 bits"}},
+		{"negative shift count", header + "  - name: h\n    when: bitushr(clock, 2 - 3) > 0\n    fields: [phase]\n",
+			[]string{"5:26: shift count -1 is out of range: bitushr shifts a 64-bit integer by 0 to 63 bits"}},
+		{"folded shift count", header + "  - name: h\n    when: 'bitshr(clock, max(8, 8 * 8)) > 0'\n    fields: [phase]\n",
+			[]string{"5:26: shift count 64 is out of range: bitshr shifts a 64-bit integer by 0 to 63 bits"}},
 		{"aggregate budget", header + "  - name: h\n    aggregate:\n      - {name: a, kind: histogram, value: duration, by: [funcId, channelId]}\n",
 			[]string{"6:9: aggregates need 4463875 cells in all with this one (66625 keys x 67 words); at most 1048576: key fewer aggregates by both funcId and channelId, or use fewer histogram bounds"}},
+		// Disabled hooks (lines 4-6) do not count: the 65th enabled one is on line 71.
+		{"too many hooks", header + "  - {name: d0, fields: [phase], enabled: false}\n  - {name: d1, fields: [phase], enabled: false}\n  - {name: d2, fields: [phase], enabled: false}\n" + hooks(65),
+			[]string{"71:12: this is the profile's enabled hook number 65; at most 64 may be enabled (each runs on every event inside NCCL's kernels): merge hooks, as one hook can record fields and several aggregates, or disable some with enabled: false"}},
 		{"dump interval not a duration", "version: 1\nname: t\noutput:\n  dump_interval: fast\nhooks:\n  - name: h\n    fields: [phase]\n",
 			[]string{`4:18: output.dump_interval must be a duration from 10ms to 1h0m0s, such as 500ms or 2s; got "fast"`}},
 		{"dump interval too short", "version: 1\nname: t\noutput:\n  dump_interval: 1ms\nhooks:\n  - name: h\n    fields: [phase]\n",

@@ -2,11 +2,14 @@ package config
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/checker"
-	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/parser"
 )
@@ -19,7 +22,7 @@ const MaxExprLen = 4096
 // file; start is the position of its first character. It returns an
 // ErrorList on problems.
 func CheckExpr(src string, start Pos, env *Env) (*Expr, error) {
-	x, errs := checkExpr(src, plainMap(src, start), env)
+	x, errs := checkExpr(src, plainMap(src, start), env, nil)
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
@@ -28,8 +31,8 @@ func CheckExpr(src string, start Pos, env *Env) (*Expr, error) {
 
 // checkExpr parses src, refuses everything the device cannot run, and
 // type-checks the rest. All problems are reported with file positions.
-func checkExpr(src string, m *srcMap, env *Env) (*Expr, ErrorList) {
-	c := &exprChecker{src: m, env: env, seen: map[ast.Node]bool{}, types: map[ast.Node]Type{}}
+func checkExpr(src string, m *srcMap, env *Env, confs exprConfigs) (*Expr, ErrorList) {
+	c := &exprChecker{src: m, text: src, env: env, seen: map[ast.Node]bool{}, types: map[ast.Node]Type{}}
 	if n := len([]rune(src)); n > MaxExprLen {
 		c.errorf(0, "expression is %d characters long; at most %d: split it into lets", n, MaxExprLen)
 		return nil, c.errs
@@ -38,9 +41,9 @@ func checkExpr(src string, m *srcMap, env *Env) (*Expr, ErrorList) {
 		c.errorf(0, "empty expression")
 		return nil, c.errs
 	}
-	cfg := conf.New(env.Vars())
-	cfg.Optimize = false // the optimizer folds `in [...]` into maps; hookgen needs the tree as written
-	tree, err := parser.ParseWithConfig(src, cfg)
+	// Parsing needs no variables (let names cannot be builtins'); checking
+	// needs those the expression names.
+	tree, err := parser.ParseWithConfig(src, NewEnv().config([]string{}, confs))
 	if err != nil {
 		c.exprError("syntax error: ", err)
 		return nil, c.errs
@@ -49,7 +52,7 @@ func checkExpr(src string, m *srcMap, env *Env) (*Expr, ErrorList) {
 	if len(c.errs) > 0 || c.broken {
 		return nil, c.errs
 	}
-	if _, err := checker.Check(tree, cfg); err != nil {
+	if _, err := checker.Check(tree, env.config(identifiers(tree.Node), confs)); err != nil {
 		c.exprError("", err)
 		return nil, c.errs
 	}
@@ -57,11 +60,20 @@ func checkExpr(src string, m *srcMap, env *Env) (*Expr, ErrorList) {
 	if len(c.errs) > 0 {
 		return nil, c.errs
 	}
-	return &Expr{Source: src, Pos: m.pos(0), Tree: tree.Node, Type: t, FuncPreds: c.preds, src: m}, nil
+	c.checkConstants(tree.Node, map[ast.Node]bool{})
+	if len(c.errs) > 0 {
+		return nil, c.errs
+	}
+	x := &Expr{Source: src, Pos: m.pos(0), Tree: tree.Node, Type: t, FuncPreds: c.preds, src: m}
+	if v, ok := c.constant(tree.Node); ok {
+		x.konst = &v
+	}
+	return x, nil
 }
 
 type exprChecker struct {
 	src   *srcMap
+	text  string // the expression
 	env   *Env
 	errs  ErrorList
 	preds []*FuncPred
@@ -86,10 +98,55 @@ func (c *exprChecker) exprError(prefix string, err error) {
 			c.errorf(fe.From+1, "%sunexpected end of expression", prefix)
 			return
 		}
+		if off, msg, ok := c.literalError(fe); ok {
+			c.errorf(off, "%s%s", prefix, msg)
+			return
+		}
 		c.errorf(fe.From, "%s%s", prefix, strings.TrimSpace(fe.Message))
 		return
 	}
 	c.errorf(0, "%s%v", prefix, err)
+}
+
+// identifiers returns the names an expression tree uses.
+func identifiers(node ast.Node) []string {
+	seen := map[string]bool{}
+	var names []string
+	ast.Walk(&node, identVisitor(func(id *ast.IdentifierNode) {
+		if !seen[id.Value] {
+			seen[id.Value] = true
+			names = append(names, id.Value)
+		}
+	}))
+	return names
+}
+
+// literalRE matches expr-lang's message for a number literal it cannot read.
+var literalRE = regexp.MustCompile(`^invalid (integer|float|hex|binary|octal) literal: strconv\.Parse\w+: parsing "([^"]*)": (.*)$`)
+
+// literalError rewrites expr-lang's error for a literal out of range: it is
+// placed at the literal's last character; the offending token starts at its
+// first.
+func (c *exprChecker) literalError(fe *file.Error) (int, string, bool) {
+	m := literalRE.FindStringSubmatch(strings.TrimSpace(fe.Message))
+	if m == nil {
+		return 0, "", false
+	}
+	kind, lit, why := m[1], m[2], m[3]
+	text := []rune(c.text)
+	end := min(fe.From+1, len(text))
+	off := strings.LastIndex(string(text[:end]), lit)
+	if off < 0 {
+		return 0, "", false
+	}
+	off = utf8.RuneCountInString(string(text[:end])[:off])
+	if !strings.HasSuffix(why, "value out of range") {
+		return off, fmt.Sprintf("invalid %s literal %s: %s", kind, lit, why), true
+	}
+	if kind == "float" {
+		return off, fmt.Sprintf("float literal %s is out of range: floats are 64-bit, at most %g in magnitude", lit, math.MaxFloat64), true
+	}
+	return off, fmt.Sprintf("integer literal %s is out of range: integers are 64-bit signed, from %d to %d", lit, math.MinInt64, math.MaxInt64), true
 }
 
 // at returns the offset of a node's own token (an operator's, a name's).

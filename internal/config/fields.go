@@ -18,18 +18,24 @@ func (d *doc) fields(v *yaml.Node, h *Hook, env *Env) bool {
 		return false
 	}
 	before := len(*d.errs)
-	byName := map[string]*Field{}
+	byName := map[string]*yaml.Node{} // the tokens that gave each output name
 	bytes, reported := 0, false
 	for _, it := range items {
 		f := d.field(it, env)
 		if f == nil {
 			continue
 		}
+		name := it // a plain field names itself; a mapping by as, else by field
+		if it.Kind == yaml.MappingNode {
+			if name = valueOf(it, "as"); name == it {
+				name = valueOf(it, "field")
+			}
+		}
 		if first, dup := byName[f.Name]; dup {
-			d.errorf(it, "duplicate field name %q (first at line %d); rename one with as: NAME", f.Name, first.Pos.Line)
+			d.errorf(name, "duplicate field name %q (first at %d:%d); rename one with as: NAME", f.Name, first.Line, first.Column)
 			continue
 		}
-		byName[f.Name] = f
+		byName[f.Name] = name
 		h.Fields = append(h.Fields, f)
 		bytes += f.Type.Bytes()
 		if bytes > MaxRecordBytes && !reported {
@@ -113,12 +119,12 @@ func (d *doc) field(it *yaml.Node, env *Env) *Field {
 // the hook's lets.
 func fieldNames(env *Env) string {
 	var names []string
-	for _, v := range env.vars {
+	for _, v := range env.all() {
 		if _, constant := Constants[v.name]; v.name != "func" && !constant {
 			names = append(names, v.name)
 		}
 	}
-	return strings.Join(names, ", ")
+	return nameList(names)
 }
 
 func storableList() string {

@@ -27,10 +27,12 @@ func (d *doc) hook(n *yaml.Node) *Hook {
 		Sample:  1,
 		Buffer:  Buffer{Slots: DefaultSlots, Overflow: DropNewest, Pos: d.pos(n)},
 		Pos:     d.pos(n),
+		NamePos: d.pos(n),
 	}
 	if v := m.get("name"); v == nil {
 		d.errorf(n, `hook needs a name: add "name: my_hook"`)
 	} else if s, ok := d.str(v, "hook name"); ok {
+		h.NamePos = d.pos(v)
 		if !identRE.MatchString(s) {
 			d.errorf(v, "hook name %q must be an identifier (it names generated C code): a letter or '_', then letters, digits or '_'", s)
 		}
@@ -101,7 +103,7 @@ func (d *doc) lets(v *yaml.Node) ([]*Let, *Env, *Env) {
 		expr *yaml.Node
 	}
 	var list []item
-	seen := map[string]*Let{}
+	seen := map[string]*yaml.Node{} // name tokens
 	for _, it := range items {
 		m, ok := d.mapping(it, "a let", "name", "expr")
 		if !ok {
@@ -113,10 +115,10 @@ func (d *doc) lets(v *yaml.Node) ([]*Let, *Env, *Env) {
 			d.errorf(it, "let needs a name: {name: NAME, expr: EXPRESSION}")
 		} else if s, ok := d.str(nameNode, "let name"); ok && d.letName(nameNode, s) {
 			if first, dup := seen[s]; dup {
-				d.errorf(nameNode, "duplicate let name %q (first at line %d)", s, first.Pos.Line)
+				d.errorf(nameNode, "duplicate let name %q (first at %d:%d)", s, first.Line, first.Column)
 			} else {
 				l.Name = s
-				seen[s] = l
+				seen[s] = nameNode
 			}
 		}
 		if exprNode == nil {
@@ -126,12 +128,14 @@ func (d *doc) lets(v *yaml.Node) ([]*Let, *Env, *Env) {
 	}
 	// A let sees the lets before it; the ones after it are named in the
 	// message rather than reported as unknown.
+	var later, notInWhen []envVar
 	for _, it := range list {
 		if it.let.Name != "" {
-			env = env.withUnusable(it.let.Name, I64, "a let can only use lets defined before it")
-			whenEnv = whenEnv.withUnusable(it.let.Name, I64, "when is tested before lets are computed; repeat the expression in when")
+			later = append(later, envVar{name: it.let.Name, typ: I64, why: "a let can only use lets defined before it"})
+			notInWhen = append(notInWhen, envVar{name: it.let.Name, typ: I64, why: "when is tested before lets are computed; repeat the expression in when"})
 		}
 	}
+	env, whenEnv = env.with(later...), whenEnv.with(notInWhen...) // copies: env changes below
 	var lets []*Let
 	for _, it := range list {
 		if it.expr != nil {
@@ -141,9 +145,9 @@ func (d *doc) lets(v *yaml.Node) ([]*Let, *Env, *Env) {
 			continue
 		}
 		if it.let.Expr == nil {
-			env = env.with(envVar{name: it.let.Name, broken: true})
+			env.set(envVar{name: it.let.Name, broken: true})
 		} else {
-			env = env.WithLet(it.let.Name, it.let.Expr.Type)
+			env.set(envVar{name: it.let.Name, typ: it.let.Expr.Type, konst: it.let.Expr.konst})
 		}
 		lets = append(lets, it.let)
 	}

@@ -26,11 +26,23 @@ const (
 	MinRingCapacity     = 1 << 10
 	MaxRingCapacity     = 1 << 24
 	DefaultSlots        = 4096
-	// MaxProfileBytes is the largest profile file (the top-level profile and
-	// each include) the loader reads: profiles are a few KiB, and a bigger
-	// file is a mistake (a log, a device) that must not cost the job memory.
+	// MaxProfileBytes is the most a profile and its includes may have in
+	// all (an include read twice counts twice): profiles are a few KiB, and
+	// a bigger file is a mistake (a log, a device) that must not cost the
+	// job memory or time (parsing takes about a second per MiB).
 	MaxProfileBytes = 1 << 20
+	// MaxIncludes bounds the include files a profile reads, repeated ones
+	// counted each time: includes that each include one file twice would
+	// otherwise double the work per level.
+	MaxIncludes = 64
+	// MaxHooks bounds the enabled hooks: each runs on every event inside
+	// NCCL's kernels and has its buffers on every device, and the module of
+	// all of them is compiled during the job's init.
+	MaxHooks = 64
 )
+
+// sizeAdvice says what to do about a profile over MaxProfileBytes.
+const sizeAdvice = "profiles are a few KiB: check that this is a profile, and remove what its hooks do not need"
 
 // Load reads, parses and validates the profile at path and the profiles it
 // includes. Problems in the profile come back as an ErrorList.
@@ -70,7 +82,7 @@ func readProfile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fileKind(st.Mode()))
 	}
 	if st.Size() > MaxProfileBytes {
-		return nil, fmt.Errorf("%s is %d bytes: a profile may have at most %d (%d KiB)", path, st.Size(), MaxProfileBytes, MaxProfileBytes>>10)
+		return nil, fmt.Errorf("%s is %d bytes: a profile may have at most %d (%d KiB) with its includes; %s", path, st.Size(), MaxProfileBytes, MaxProfileBytes>>10, sizeAdvice)
 	}
 	// A file that grows after the check is still read only up to the limit.
 	data, err := io.ReadAll(io.LimitReader(f, MaxProfileBytes+1))
@@ -78,7 +90,7 @@ func readProfile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if len(data) > MaxProfileBytes {
-		return nil, fmt.Errorf("%s is larger than %d bytes, the limit of a profile", path, MaxProfileBytes)
+		return nil, fmt.Errorf("%s is larger than %d bytes (%d KiB), the limit of a profile with its includes; %s", path, MaxProfileBytes, MaxProfileBytes>>10, sizeAdvice)
 	}
 	return data, nil
 }
@@ -101,11 +113,17 @@ func fileKind(m os.FileMode) string {
 
 // loader assembles a profile from a file and its includes.
 type loader struct {
-	read func(path string) ([]byte, error)
-	errs ErrorList
+	read  func(path string) ([]byte, error)
+	errs  ErrorList
+	confs exprConfigs
 	// root is the top-level profile's directory, symlinks resolved: every
 	// include must lie in it or below (includeRule).
-	root string
+	root     string
+	total    int // bytes of the files read so far
+	included int // include files read so far
+	// overLimit: MaxIncludes or MaxProfileBytes was reached (and reported);
+	// no further include is read.
+	overLimit bool
 }
 
 var (
@@ -121,13 +139,14 @@ func (l *loader) load(file string, data []byte) (*Profile, error) {
 		Output:  Output{DumpDir: DefaultDumpDir, DumpInterval: DefaultDumpInterval, RingCapacity: DefaultRingCapacity},
 	}
 	if len(data) > MaxProfileBytes {
-		l.errs.add(Pos{File: file, Line: 1, Col: 1}, "the profile is %d bytes: a profile may have at most %d (%d KiB)", len(data), MaxProfileBytes, MaxProfileBytes>>10)
+		l.errs.add(Pos{File: file, Line: 1, Col: 1}, "the profile is %d bytes: a profile may have at most %d (%d KiB) with its includes; %s", len(data), MaxProfileBytes, MaxProfileBytes>>10, sizeAdvice)
 		return nil, l.errs.Err()
 	}
 	l.root = cleanPath(filepath.Dir(file))
 	if r, err := filepath.EvalSymlinks(l.root); err == nil {
 		l.root = r
 	}
+	l.total = len(data)
 	f := l.parseFile(file, data, nil)
 	if f != nil {
 		p.Name, p.Pos, p.Hooks = f.name, f.pos, f.hooks
@@ -160,7 +179,10 @@ var profileKeys = []string{"version", "name", "include", "output", "hooks"}
 // parseFile decodes one file; chain is the include chain that led to it
 // (cleaned paths), empty for the top-level profile.
 func (l *loader) parseFile(file string, data []byte, chain []string) *parsedFile {
-	d := &doc{file: file, lines: strings.Split(string(data), "\n"), errs: &l.errs}
+	if l.confs == nil {
+		l.confs = exprConfigs{}
+	}
+	d := &doc{file: file, lines: strings.Split(string(data), "\n"), errs: &l.errs, confs: l.confs}
 	top := Pos{File: file, Line: 1, Col: 1}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
@@ -168,7 +190,8 @@ func (l *loader) parseFile(file string, data []byte, chain []string) *parsedFile
 		if errors.Is(err, io.EOF) {
 			l.errs.add(top, "the profile is empty: expected a mapping with version, name and hooks")
 		} else {
-			l.errs.add(yamlErrorPos(file, err), "invalid YAML: %s", yamlErrorMsg(err))
+			p := yamlSyntaxError(file, data, dec, err)
+			l.errs.add(p.at, "%s", p.message())
 		}
 		return nil
 	}
@@ -176,7 +199,8 @@ func (l *loader) parseFile(file string, data []byte, chain []string) *parsedFile
 	if err := dec.Decode(&next); err == nil {
 		d.errorf(&next, "a profile is one YAML document; remove this second document (or its --- separator)")
 	} else if !errors.Is(err, io.EOF) {
-		l.errs.add(yamlErrorPos(file, err), "invalid YAML: %s", yamlErrorMsg(err))
+		p := yamlSyntaxError(file, data, dec, err)
+		l.errs.add(p.at, "%s", p.message())
 	}
 	n := &root
 	if n.Kind == yaml.DocumentNode {
@@ -278,6 +302,14 @@ func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
 			d.errorf(it, "include cycle: %s -> %s; remove one of these includes", strings.Join(names, " -> "), filepath.Base(path))
 			continue
 		}
+		if l.overLimit {
+			return hooks // reported once
+		}
+		if l.included++; l.included > MaxIncludes {
+			d.errorf(it, "this include is the profile's %dth; at most %d include files may be read in all (one included twice counts twice): include each file once", l.included, MaxIncludes)
+			l.overLimit = true
+			return hooks
+		}
 		resolved, why := l.includeRule(path)
 		if why != "" {
 			d.errorf(it, "include %q %s", rel, why)
@@ -289,6 +321,11 @@ func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
 		if err != nil {
 			d.errorf(it, "cannot read include %q: %v", rel, err)
 			continue
+		}
+		if l.total += len(data); l.total > MaxProfileBytes {
+			d.errorf(it, "with include %q the profile reaches %d bytes: a profile may have at most %d (%d KiB) with its includes; %s", rel, l.total, MaxProfileBytes, MaxProfileBytes>>10, sizeAdvice)
+			l.overLimit = true
+			return hooks
 		}
 		if f := l.parseFile(path, data, chain); f != nil {
 			hooks = append(hooks, f.hooks...)
@@ -418,10 +455,13 @@ func (l *loader) checkProfile(p *Profile) {
 	first := map[string]*Hook{}
 	for _, h := range p.Hooks {
 		if f, dup := first[h.Name]; dup {
-			l.errs.add(h.Pos, "duplicate hook name %q (first defined at %s); hook names must be unique across the profile and its includes", h.Name, f.Pos)
+			l.errs.add(h.NamePos, "duplicate hook name %q (first defined at %s); hook names must be unique across the profile and its includes", h.Name, f.NamePos)
 			continue
 		}
 		first[h.Name] = h
+	}
+	if hs := p.EnabledHooks(); len(hs) > MaxHooks {
+		l.errs.add(hs[MaxHooks].NamePos, "this is the profile's enabled hook number %d; at most %d may be enabled (each runs on every event inside NCCL's kernels): merge hooks, as one hook can record fields and several aggregates, or disable some with enabled: false", MaxHooks+1, MaxHooks)
 	}
 	cells := 0
 	for _, h := range p.EnabledHooks() {

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -124,7 +125,8 @@ func TestParseFullProfile(t *testing.T) {
 					{Name: "latency", Kind: AggHistogram, Value: x("duration", I64, at(28, 49)), By: []string{"funcId"}, Buckets: Buckets{Log2: true}, Pos: at(28, 9)},
 					{Name: "sizes", Kind: AggHistogram, Value: x("duration", I64, at(29, 47)), Buckets: Buckets{Bounds: []uint64{1000, 10000}}, Pos: at(29, 9)},
 				},
-				Pos: at(8, 5),
+				Pos:     at(8, 5),
+				NamePos: at(8, 11),
 			},
 			{
 				Name:    "off",
@@ -133,6 +135,7 @@ func TestParseFullProfile(t *testing.T) {
 				Fields:  []*Field{{Name: "smid", Source: "smid", Type: U32, Pos: at(32, 14)}},
 				Buffer:  Buffer{Slots: DefaultSlots, Overflow: DropNewest, Pos: at(30, 5)},
 				Pos:     at(30, 5),
+				NamePos: at(30, 11),
 			},
 		},
 	}
@@ -292,7 +295,7 @@ func TestIncludeErrors(t *testing.T) {
 		{"duplicate hook across files", map[string]string{
 			"a.yaml": "version: 1\nname: a\ninclude: [b.yaml]\nhooks:\n  - {name: h, fields: [phase]}\n",
 			"b.yaml": "version: 1\nname: b\nhooks:\n  - {name: h, fields: [phase]}\n",
-		}, []string{`a.yaml:5:5: duplicate hook name "h" (first defined at b.yaml:4:5); hook names must be unique across the profile and its includes`}},
+		}, []string{`a.yaml:5:12: duplicate hook name "h" (first defined at b.yaml:4:12); hook names must be unique across the profile and its includes`}},
 		{"problems in both files", map[string]string{
 			"a.yaml": "version: 1\nname: a\ninclude: [b.yaml]\nhooks:\n  - {name: h, fields: [nope]}\n",
 			"b.yaml": "version: 1\nname: b\nhooks:\n  - {name: g, when: 'phase ** 2 > 1', fields: [phase]}\n",
@@ -300,6 +303,13 @@ func TestIncludeErrors(t *testing.T) {
 			`a.yaml:5:24: unknown field "nope"; known: ` + knownFields,
 			"b.yaml:4:28: exponent (**) is not supported on the device; multiply, or use bitshl for powers of two",
 		}},
+		{"includes doubling per level", doublingIncludes(8), []string{
+			"h.yaml:3:19: this include is the profile's 65th; at most 64 include files may be read in all (one included twice counts twice): include each file once"}},
+		{"includes over the size limit", map[string]string{
+			"a.yaml": "version: 1\nname: a\ninclude: [b.yaml, c.yaml]\nhooks:\n  - {name: h, fields: [phase]}\n",
+			"b.yaml": "version: 1\nname: b\ninclude: []\n#" + strings.Repeat("x", MaxProfileBytes/2) + "\n",
+			"c.yaml": "version: 1\nname: c\ninclude: []\n#" + strings.Repeat("x", MaxProfileBytes/2) + "\n",
+		}, []string{`a.yaml:3:19: with include "c.yaml" the profile reaches 1048725 bytes: a profile may have at most 1048576 (1024 KiB) with its includes; ` + sizeAdvice}},
 		{"include is not a list", map[string]string{
 			"a.yaml": "version: 1\nname: a\ninclude: b.yaml\nhooks:\n  - {name: h, fields: [phase]}\n",
 		}, []string{`a.yaml:3:10: include must be a list of profile files ([common.yaml]); got "b.yaml"`}},
@@ -318,6 +328,18 @@ func TestIncludeErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// doublingIncludes returns files a.yaml, b.yaml, ... of which each includes
+// the next twice: 2^levels reads without a limit.
+func doublingIncludes(levels int) map[string]string {
+	files := map[string]string{"a.yaml": "version: 1\nname: a\ninclude: [b.yaml, b.yaml]\nhooks:\n  - {name: h, fields: [phase]}\n"}
+	for i := 1; i < levels; i++ {
+		name, next := string(rune('a'+i)), string(rune('a'+i+1))
+		files[name+".yaml"] = fmt.Sprintf("version: 1\nname: %s\ninclude: [%s.yaml, %s.yaml]\n", name, next, next)
+	}
+	files[string(rune('a'+levels))+".yaml"] = "version: 1\nname: leaf\ninclude: []\n"
+	return files
 }
 
 func TestLoadMissingFile(t *testing.T) {

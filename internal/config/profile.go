@@ -81,7 +81,8 @@ type Hook struct {
 	Fields     []*Field // empty only for a hook that only aggregates
 	Buffer     Buffer
 	Aggregates []*Aggregate
-	Pos        Pos
+	Pos        Pos // the hook's entry
+	NamePos    Pos // its name's token (the entry's position when it has no name)
 }
 
 // Let is a named expression usable by fields, aggregates and later lets.
@@ -147,6 +148,8 @@ type Expr struct {
 	// appearance; hookgen turns each into a function-id set filled at init.
 	FuncPreds []*FuncPred
 	src       *srcMap // character offsets of Source -> file positions
+
+	konst *constVal // the value of a constant expression, else nil
 }
 
 // PosAt is the file position of the character at offset off of Source (as

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -13,6 +14,7 @@ type doc struct {
 	file  string
 	lines []string // the file's text, to map expression offsets to positions
 	errs  *ErrorList
+	confs exprConfigs // shared by the files of one load
 }
 
 func (d *doc) pos(n *yaml.Node) Pos { return Pos{File: d.file, Line: n.Line, Col: n.Column} }
@@ -84,6 +86,19 @@ func (d *doc) mapping(n *yaml.Node, what string, allowed ...string) (*mapping, b
 	return m, true
 }
 
+// valueOf returns the value of key in mapping n, or n itself when n is not
+// a mapping or has no such key: the token an error about that key points at.
+func valueOf(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := resolve(n.Content[i]); k.Kind == yaml.ScalarNode && k.Value == key {
+				return resolve(n.Content[i+1])
+			}
+		}
+	}
+	return n
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -120,10 +135,23 @@ func (d *doc) str(n *yaml.Node, what string) (string, bool) {
 func (d *doc) integer(n *yaml.Node, what, allowed string) (int64, bool) {
 	var v int64
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&v) != nil {
-		d.errorf(n, "%s must be an integer: %s; got %s", what, allowed, describe(n))
+		if tooLarge(n) {
+			d.errorf(n, "%s %s is out of range: use %s", what, n.Value, allowed)
+		} else {
+			d.errorf(n, "%s must be an integer: %s; got %s", what, allowed, describe(n))
+		}
 		return 0, false
 	}
 	return v, true
+}
+
+// decimalRE is a plain decimal integer as YAML writes one.
+var decimalRE = regexp.MustCompile(`^[-+]?[0-9]+$`)
+
+// tooLarge reports whether n is an integer literal too large for 64 bits
+// (YAML reads one as a float).
+func tooLarge(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) == 0 && decimalRE.MatchString(n.Value)
 }
 
 func (d *doc) boolean(n *yaml.Node, what string) (bool, bool) {
@@ -142,7 +170,7 @@ func (d *doc) expr(n *yaml.Node, what string, env *Env) *Expr {
 		d.errorf(n, "%s must be an expression; got %s", what, describe(n))
 		return nil
 	}
-	x, errs := checkExpr(n.Value, scalarMap(d.file, d.lines, n), env)
+	x, errs := checkExpr(n.Value, scalarMap(d.file, d.lines, n), env, d.confs)
 	*d.errs = append(*d.errs, errs...)
 	return x
 }

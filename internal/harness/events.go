@@ -24,6 +24,34 @@ const (
 
 var eventLogName = regexp.MustCompile(`^events-dev(\d+)-comm(\d+)\.bin$`)
 
+// WriteEventLogs writes logs (events by device, each with its communicator)
+// into dir as ReadEventLogs reads them: one file per device and communicator,
+// events in the order given.
+func WriteEventLogs(dir string, logs map[int][]Event) error {
+	type key struct{ dev, comm int }
+	files := map[key][]byte{}
+	counts := map[key]uint64{}
+	for dev, evs := range logs {
+		for _, e := range evs {
+			k := key{dev, e.Comm}
+			files[k] = abi.AppendDevEvent(files[k], e.DevEvent)
+			counts[k]++
+		}
+	}
+	for k, body := range files {
+		b := make([]byte, eventLogHeader, eventLogHeader+len(body))
+		copy(b, eventLogMagic)
+		binary.LittleEndian.PutUint32(b[8:], uint32(k.dev))
+		binary.LittleEndian.PutUint32(b[12:], uint32(k.comm))
+		binary.LittleEndian.PutUint64(b[16:], counts[k])
+		name := filepath.Join(dir, fmt.Sprintf("events-dev%d-comm%d.bin", k.dev, k.comm))
+		if err := os.WriteFile(name, append(b, body...), 0o644); err != nil {
+			return fmt.Errorf("harness: event log: %w", err)
+		}
+	}
+	return nil
+}
+
 // ReadEventLogs reads every event log in dir: the events by device (with
 // their communicator index) and the count per device.
 func ReadEventLogs(dir string) (map[int][]Event, map[int]uint64, error) {

@@ -23,6 +23,7 @@ type Config struct {
 	FuncIDs        []uint32
 	OutputDir      string // where the plugin writes (NCCL_HOOKS_DUMP_DIR)
 	Verify         bool   // keep an event log and check every record against it
+	EventsDir      string // with Verify: also write the event log there (WriteEventLogs), for ncclhooks check --events
 	// Slowdown plants a regression (cpu): each batch's work is stretched by
 	// busy waiting to this factor of the time it took, so every work item
 	// lasts about Slowdown times as long. 0 or 1: none.
@@ -118,6 +119,11 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	}
 	for d := range cfg.Devices {
 		s.Emitted += emitted[d]
+	}
+	if cfg.Verify && cfg.EventsDir != "" {
+		if err := WriteEventLogs(cfg.EventsDir, logs); err != nil {
+			return s, err
+		}
 	}
 	s.checkContexts(comms)
 	if err := s.check(prof, logs, emitted); err != nil {

@@ -179,6 +179,12 @@ func fewest(rows []*runRow) uint64 {
 	return m
 }
 
+// changeTolerance is how far from the threshold a change still counts as at
+// it (which passes: a row fails only when its interval lies above). Ratios
+// are shifts of logarithms, and log and expm1 round: an exact +5% came out
+// as 5.000000000000016%, a FAIL at --max-regress 5%.
+const changeTolerance = 1e-9
+
 // compareStat compares one statistic of a row over the runs.
 func compareStat(st Stat, bRows, cRows []*runRow, opts DiffOptions) Change {
 	c := Change{Stat: st, Additive: st == StatSkew, Verdict: VerdictInsufficient}
@@ -230,9 +236,9 @@ func compareStat(st Stat, bRows, cRows []*runRow, opts DiffOptions) Change {
 	c.Defined = true
 	c.EstLo, c.EstHi, c.Lo, c.Hi = num(s.EstLo), num(s.EstHi), num(s.Lo), num(s.Hi)
 	switch {
-	case s.Lo > opts.MaxRegress:
+	case s.Lo > opts.MaxRegress+changeTolerance:
 		c.Verdict = VerdictRegression
-	case s.Hi < -opts.MaxRegress:
+	case s.Hi < -opts.MaxRegress-changeTolerance:
 		c.Verdict = VerdictImproved
 	default:
 		c.Verdict = VerdictOK

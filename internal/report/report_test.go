@@ -303,3 +303,38 @@ func hasRow(table string, cells ...string) bool {
 	}
 	return false
 }
+
+// TestPairingKeepsDevicesApart: two devices run the same channel and
+// workCounter at overlapping times (every rank's process numbers them alike).
+// Each STOP pairs with its own device's START: a pairing by channel and
+// workCounter alone would give device 0's STOP device 1's later START (the
+// latest before it): items of 400 and 2100 ns, and an ambiguous pairing.
+func TestPairingKeepsDevicesApart(t *testing.T) {
+	dir := t.TempDir()
+	hdr := `{"type":"header","format":1,"profile":"p","host":"h","pid":1}` + "\n"
+	body := `{"type":"record","hook":"x","device":0,"seq":0,"timestamp":1000,"workCounter":5,"phase":0,"channelId":1,"funcId":3,"func":"AllReduce_Sum_f32_RING_LL"}
+{"type":"record","hook":"x","device":1,"seq":0,"timestamp":1100,"workCounter":5,"phase":0,"channelId":1,"funcId":3,"func":"AllReduce_Sum_f32_RING_LL"}
+{"type":"record","hook":"x","device":0,"seq":1,"timestamp":1500,"workCounter":5,"phase":1,"channelId":1,"funcId":3,"func":"AllReduce_Sum_f32_RING_LL"}
+{"type":"record","hook":"x","device":1,"seq":1,"timestamp":3100,"workCounter":5,"phase":1,"channelId":1,"funcId":3,"func":"AllReduce_Sum_f32_RING_LL"}
+`
+	p := writeFile(t, dir, "r.jsonl", hdr+body)
+	var items []report.WorkItem
+	run, err := report.Read([]string{p}, report.Options{}, func(w *report.WorkItem) { items = append(items, *w) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := run.Hooks["x"]
+	if hc.Items != 2 || hc.UnpairedStops != 0 || hc.UnpairedStarts != 0 || hc.Ambiguous != 0 {
+		t.Fatalf("counts %+v; want 2 items, nothing unpaired or ambiguous", *hc)
+	}
+	durs := map[int]uint64{}
+	for _, it := range items {
+		if it.Channel != 1 || it.WorkCounter != 5 || it.Func != "AllReduce_Sum_f32_RING_LL" {
+			t.Errorf("item %+v", it)
+		}
+		durs[it.Device] = it.Duration
+	}
+	if durs[0] != 500 || durs[1] != 2000 || len(durs) != 2 {
+		t.Errorf("durations by device %v, want device 0: 500, device 1: 2000", durs)
+	}
+}

@@ -21,11 +21,11 @@ var (
 // Device is a hook module loaded on one GPU. It implements backend.Device.
 type Device struct {
 	c        *Compiled
-	d        *cuda.Device
-	mod      *cuda.Module
-	clockMod *cuda.Module
-	clockFn  *cuda.Function
-	stream   *cuda.Stream // private, non-blocking: all host<->device traffic
+	d        driver // cudaDriver on a GPU
+	mod      module
+	clockMod module
+	clockFn  function
+	stream   stream // private, non-blocking: all host<->device traffic
 
 	entry, ctx  uint64
 	ctxAddrs    hookgen.CtxAddrs // what ncclhooks_ctx holds, for the per-communicator copies
@@ -54,7 +54,7 @@ type Device struct {
 // its entry address, the hook buffers, the module's globals and context, then
 // the clock kernel. Close frees whatever it got to.
 func (d *Device) load(imgs *archImages) error {
-	if !d.d.CanMapHost {
+	if !d.d.CanMapHost() {
 		return fmt.Errorf("%v cannot map host memory, which the hook buffers need", d.d)
 	}
 	var err error
@@ -135,7 +135,7 @@ func (d *Device) writeCtx(slotsDev, holesDev []uintptr) error {
 		return err
 	}
 	d.ctxAddrs = hookgen.CtxAddrs{
-		Device:   d.d.Ordinal,
+		Device:   d.d.Ordinal(),
 		Ctl:      uintptr(d.ctl),
 		Agg:      uintptr(d.agg),
 		FuncSets: uintptr(d.funcSets),
@@ -192,7 +192,7 @@ func (d *Device) global(name string, want int) (uint64, error) {
 }
 
 // Ordinal is the CUDA device ordinal.
-func (d *Device) Ordinal() int { return d.d.Ordinal }
+func (d *Device) Ordinal() int { return d.d.Ordinal() }
 
 // Entry is the absolute device address of ncclhooks_entry.
 func (d *Device) Entry() uintptr { return uintptr(d.entry) }
@@ -302,7 +302,7 @@ func (d *Device) WriteFuncSets(sets [][]uint32) error {
 }
 
 // Model is the GPU's name as the driver reports it ("NVIDIA H200").
-func (d *Device) Model() string { return d.d.Name }
+func (d *Device) Model() string { return d.d.Name() }
 
 // Clock pairs the host clock with the device's globaltimer: a one-thread
 // kernel stores the timer, bracketed by host readings, and the midpoint is
@@ -341,7 +341,7 @@ func (d *Device) Close() error {
 	if d.stream != nil {
 		errs = append(errs, d.stream.Sync())
 	}
-	for _, m := range []*cuda.Module{d.mod, d.clockMod} {
+	for _, m := range []module{d.mod, d.clockMod} {
 		if m != nil {
 			errs = append(errs, m.Unload())
 		}

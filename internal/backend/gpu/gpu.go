@@ -331,7 +331,7 @@ func (c *Compiled) Load(ordinal int) (backend.Device, error) {
 		nd.Close()
 		return nil, err
 	}
-	d := &Device{c: c, d: nd}
+	d := &Device{c: c, d: cudaDriver{nd}}
 	if err := d.load(imgs); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("gpu backend: device %d: %w", ordinal, err)

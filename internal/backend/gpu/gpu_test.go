@@ -124,7 +124,7 @@ func (p *played) run(t *testing.T, blocks, n int) {
 	t.Helper()
 	cfg := gpuharness.Config{Comms: 1, Channels: blocks, Launches: 1, Batches: n / 4, ItemsPerBatch: 4,
 		BytesPerItem: 16, FuncIDs: []uint32{7}, Replays: 1}
-	if _, err := gpuharness.Run(p.dev.d, uint64(p.dev.Entry()), []uint64{uint64(p.dev.Ctx())}, cfg); err != nil {
+	if _, err := gpuharness.Run(p.dev.d.(cudaDriver).d, uint64(p.dev.Entry()), []uint64{uint64(p.dev.Ctx())}, cfg); err != nil {
 		t.Fatalf("the caller module calling the resolved hook: %v", err)
 	}
 }

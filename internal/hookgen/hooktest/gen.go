@@ -71,7 +71,13 @@ func (g exprGen) gen(b *strings.Builder, depth, kind int) {
 		case 5:
 			b.WriteString(g.pick("bitshl", "bitshr", "bitushr") + "(")
 			sub(IntExpr)
-			b.WriteString(", " + strconv.Itoa(g.c.Intn(70)) + ")")
+			// A constant count must lie in 0..63 (config refuses others);
+			// larger counts come at run time, where the device defines them.
+			if n := g.c.Intn(70); n < 64 {
+				b.WriteString(", " + strconv.Itoa(n) + ")")
+			} else {
+				b.WriteString(", max(channelId, " + strconv.Itoa(n) + "))")
+			}
 		case 6:
 			op("bitnot($)", IntExpr)
 		default:

@@ -1,0 +1,358 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/cuda"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+)
+
+// fakeDriver stands in for the CUDA driver on the cpu: device memory is Go
+// memory at made-up device addresses (host-mapped allocations are one buffer
+// under both), and the module's globals are allocations of the sizes the
+// module description gives.
+type fakeDriver struct {
+	regions []*region
+	next    uint64
+	globals map[string]*region
+}
+
+type region struct {
+	dev  uint64
+	mem  []byte // aligned to 16 bytes, as the driver's allocations
+	host bool   // host-mapped
+	keep []uint64
+}
+
+func newFakeDriver(m *hookgen.Module) *fakeDriver {
+	f := &fakeDriver{next: 0x7f10_0000_0000, globals: map[string]*region{}}
+	sets := max(len(m.FuncSets), 1)
+	for name, size := range map[string]int{hookgen.SymCtl: 8 * m.CtlWords(), hookgen.SymAgg: 8 * m.AggWords,
+		hookgen.SymFuncSets: 4 * sets * hookgen.FuncSetWords, hookgen.SymPairs: 8, hookgen.SymCtx: m.CtxBytes(), hookgen.SymEntryPtr: 8} {
+		f.globals[name] = f.alloc(size, false)
+	}
+	binary.LittleEndian.PutUint64(f.globals[hookgen.SymEntryPtr].mem, 0x7f20_0000_1000)
+	return f
+}
+
+func (f *fakeDriver) alloc(n int, host bool) *region {
+	words := make([]uint64, (n+31)/8)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&words[0])), len(words)*8)
+	if off := uintptr(unsafe.Pointer(&b[0])) % 16; off != 0 {
+		b = b[16-off:]
+	}
+	r := &region{dev: f.next, mem: b[:n:n], host: host, keep: words}
+	f.next += uint64(n+255) &^ 255
+	f.regions = append(f.regions, r)
+	return r
+}
+
+// at returns the n bytes of device memory at addr; they must lie in one
+// allocation.
+func (f *fakeDriver) at(addr uint64, n int) ([]byte, error) {
+	for _, r := range f.regions {
+		if addr >= r.dev && addr+uint64(n) <= r.dev+uint64(len(r.mem)) {
+			return r.mem[addr-r.dev : addr-r.dev+uint64(n)], nil
+		}
+	}
+	return nil, fmt.Errorf("fake driver: %d bytes at %#x lie in no allocation", n, addr)
+}
+
+func (f *fakeDriver) Ordinal() int               { return 3 }
+func (f *fakeDriver) Name() string               { return "fake GPU" }
+func (f *fakeDriver) CanMapHost() bool           { return true }
+func (f *fakeDriver) NewStream() (stream, error) { return fakeStream{}, nil }
+func (f *fakeDriver) Load(*cuda.Image) (module, error) {
+	return fakeModule{f}, nil
+}
+func (f *fakeDriver) HostAlloc(n int) (unsafe.Pointer, uint64, error) {
+	r := f.alloc(n, true)
+	return unsafe.Pointer(&r.mem[0]), r.dev, nil
+}
+func (f *fakeDriver) FreeHost(unsafe.Pointer) error { return nil }
+func (f *fakeDriver) Alloc(n int) (uint64, error)   { return f.alloc(n, false).dev, nil }
+func (f *fakeDriver) Free(uint64) error             { return nil }
+func (f *fakeDriver) CopyHtoD(dst uint64, src []byte, _ stream) error {
+	b, err := f.at(dst, len(src))
+	if err == nil {
+		copy(b, src)
+	}
+	return err
+}
+func (f *fakeDriver) CopyDtoH(dst []byte, src uint64, _ stream) error {
+	b, err := f.at(src, len(dst))
+	if err == nil {
+		copy(dst, b)
+	}
+	return err
+}
+func (f *fakeDriver) Launch(_ function, _, _ [3]uint32, _ uint32, _ stream, args ...any) error {
+	b, err := f.at(args[0].(uint64), 8) // the clock kernel's output word
+	if err == nil {
+		binary.LittleEndian.PutUint64(b, 777)
+	}
+	return err
+}
+func (f *fakeDriver) Close() error { return nil }
+
+type fakeStream struct{}
+
+func (fakeStream) Sync() error    { return nil }
+func (fakeStream) Destroy() error { return nil }
+
+type fakeModule struct{ f *fakeDriver }
+
+func (m fakeModule) ReadPointer(name string) (uint64, error) {
+	r, ok := m.f.globals[name]
+	if !ok {
+		return 0, fmt.Errorf("no global %s", name)
+	}
+	return binary.LittleEndian.Uint64(r.mem), nil
+}
+func (m fakeModule) Global(name string) (uint64, uint64, error) {
+	r, ok := m.f.globals[name]
+	if !ok {
+		return 0, 0, fmt.Errorf("no global %s", name)
+	}
+	return r.dev, uint64(len(r.mem)), nil
+}
+func (m fakeModule) Function(string) (function, error) { return "ncclhooks_clock", nil }
+func (m fakeModule) Unload() error                     { return nil }
+
+const layoutProfile = `version: 1
+name: layout
+hooks:
+  - name: even   # 22 bytes: 6 chunks, stored two by two (vector stores)
+    fields: [timestamp, workCounter, funcId, channelId, phase]
+    buffer: {slots: 64}
+  - name: odd    # 12 bytes: 3 chunks, stored one by one
+    fields: [workCounter, funcId]
+    buffer: {slots: 16, overflow: overwrite_oldest}
+  - name: agg
+    when: func startsWith "AllReduce"
+    aggregate: [{name: n, kind: count, by: [channelId]}]
+`
+
+// storeRE matches the generated code's record stores: the word index and
+// the chunks stored there (two for a vector store).
+var storeRE = regexp.MustCompile(`hk_store64(x2)?\(slot \+ (\d+), stamp \| c(\d+)(?:, stamp \| c(\d+))?\);`)
+
+// TestDeviceLayoutOnAFakeDriver loads a generated module on a fake driver
+// and checks what only the GPU machine used to: ncclhooks_ctx holds the
+// device addresses of the module's globals and of every hook's buffers;
+// those buffers are the host-mapped memory the drainer reads through
+// Slots and Holes, of the sizes the layout needs; the limit, the heads, the
+// aggregates and the function sets are read and written at their offsets;
+// and a record stored the way the generated code stores it (its vector
+// stores' operand order, as the prelude's PTX lays the operands out) reads
+// back through Slots as the payload it was made of.
+func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
+	p, err := config.Parse("layout.yaml", []byte(layoutProfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hookgen.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := newFakeDriver(m)
+	d := &Device{c: &Compiled{mod: m}, d: fd}
+	if err := d.load(&archImages{hook: &cuda.Image{}, clock: &cuda.Image{}}); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	H := len(m.Hooks)
+	if d.Entry() != 0x7f20_0000_1000 || uint64(d.Ctx()) != fd.globals[hookgen.SymCtx].dev {
+		t.Fatalf("entry %#x ctx %#x", d.Entry(), d.Ctx())
+	}
+
+	// The context, as the hook reads it.
+	ctx := fd.globals[hookgen.SymCtx].mem
+	le := binary.LittleEndian
+	for i, name := range []string{hookgen.SymCtl, hookgen.SymAgg, hookgen.SymFuncSets, hookgen.SymPairs} {
+		if got := le.Uint64(ctx[8*i:]); got != fd.globals[name].dev {
+			t.Errorf("ctx word %d = %#x, want %s at %#x", i, got, name, fd.globals[name].dev)
+		}
+	}
+	if dev, comm := le.Uint32(ctx[32+16*H:]), le.Uint32(ctx[32+16*H+4:]); dev != 3 || comm != 0 {
+		t.Errorf("ctx device %d comm %d, want 3 and 0", dev, comm)
+	}
+	for h, info := range m.Hooks {
+		words := info.Slots * info.Layout.SlotWords()
+		slots, err := fd.at(le.Uint64(ctx[32+16*h:]), 8*max(words, 1))
+		if err != nil {
+			t.Fatalf("hook %s slots: %v", info.Name, err)
+		}
+		holes, err := fd.at(le.Uint64(ctx[32+16*h+8:]), 4*info.Slots)
+		if err != nil {
+			t.Fatalf("hook %s holes: %v", info.Name, err)
+		}
+		if len(d.Slots(h)) != words || words > 0 && unsafe.Pointer(&d.Slots(h)[0]) != unsafe.Pointer(&slots[0]) {
+			t.Errorf("hook %s: Slots is %d words at %p, the device's buffer %d words at %p", info.Name, len(d.Slots(h)), d.Slots(h), words, slots)
+		}
+		if len(d.Holes(h)) != info.Slots || unsafe.Pointer(&d.Holes(h)[0]) != unsafe.Pointer(&holes[0]) {
+			t.Errorf("hook %s: Holes is not the device's hole buffer", info.Name)
+		}
+		if words > 0 && uintptr(unsafe.Pointer(&slots[0]))%16 != 0 {
+			t.Errorf("hook %s: slots not 16-byte aligned (vector stores)", info.Name)
+		}
+	}
+
+	// Control words: heads at ctl[h], limits at ctl[H+h].
+	ctl := fd.globals[hookgen.SymCtl].mem
+	for h := range H {
+		le.PutUint64(ctl[8*h:], uint64(100+h))
+		if err := d.WriteLimit(h, uint64(5000+h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heads := make([]uint64, m.CtlWords())
+	if err := d.ReadCtl(heads); err != nil {
+		t.Fatal(err)
+	}
+	for h := range H {
+		if heads[h] != uint64(100+h) || heads[H+h] != uint64(5000+h) {
+			t.Errorf("hook %d: head %d limit %d, want %d and %d", h, heads[h], heads[H+h], 100+h, 5000+h)
+		}
+	}
+	aggMem := fd.globals[hookgen.SymAgg].mem
+	for i := range m.AggWords {
+		le.PutUint64(aggMem[8*i:], uint64(i*i+1))
+	}
+	agg := make([]uint64, m.AggWords)
+	if err := d.ReadAgg(agg); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range agg {
+		if v != uint64(i*i+1) {
+			t.Fatalf("agg word %d = %d", i, v)
+		}
+	}
+	set := make([]uint32, hookgen.FuncSetWords)
+	set[0], set[len(set)-1] = 0b1011, 1<<31
+	if err := d.WriteFuncSets([][]uint32{set}); err != nil {
+		t.Fatal(err)
+	}
+	fs := fd.globals[hookgen.SymFuncSets].mem
+	if le.Uint32(fs) != 0b1011 || le.Uint32(fs[4*(len(set)-1):]) != 1<<31 {
+		t.Errorf("function set words at the wrong offsets: % x", fs[:8])
+	}
+
+	// A record written as the generated code writes it.
+	prelude := regexp.MustCompile(`hk_store64x2\(hk_u64\* p, hk_u64 a, hk_u64 b\) \{\s*asm volatile\("st\.volatile\.global\.v2\.u64 \[%0\], \{%1, %2\};" : : "l"\(p\), "l"\(a\), "l"\(b\)`)
+	if !prelude.MatchString(m.Source) {
+		t.Fatal("the prelude's hk_store64x2 is not st.v2 [p], {a, b}: the vector store's word order is unknown (PTX stores {a, b} with a at the lower address)")
+	}
+	r := rand.New(rand.NewSource(1))
+	for h, info := range m.Hooks {
+		l := info.Layout
+		if l.Chunks == 0 {
+			continue
+		}
+		stores := hookStores(t, m.Source, h)
+		if l.Chunks%2 == 0 && !strings.Contains(stores[0][0], "x2") {
+			t.Errorf("hook %s: %d chunks but no vector store", info.Name, l.Chunks)
+		}
+		for _, pos := range []uint64{0, 1, uint64(info.Slots) - 1, uint64(info.Slots) + 2, 1<<32 + 5} {
+			payload := make([]byte, 4*l.Chunks)
+			r.Read(payload[:l.Bytes])
+			slot := le.Uint64(ctx[32+16*h:]) + 8*(pos&uint64(info.Slots-1))*uint64(l.Chunks)
+			stamp := uint64(uint32(pos+1)) << 32
+			chunk := func(s string) uint64 {
+				c, _ := strconv.Atoi(s)
+				return stamp | uint64(le.Uint32(payload[4*c:]))
+			}
+			for _, st := range stores {
+				word, _ := strconv.Atoi(st[2])
+				vals := []uint64{chunk(st[3])}
+				if st[1] == "x2" {
+					vals = append(vals, chunk(st[4])) // {a, b}: b at the higher address
+				}
+				for i, v := range vals {
+					b, err := fd.at(slot+8*uint64(word+i), 8)
+					if err != nil {
+						t.Fatal(err)
+					}
+					le.PutUint64(b, v)
+				}
+			}
+			// What the drainer reads, through the host view.
+			view := d.Slots(h)[int(pos&uint64(info.Slots-1))*l.Chunks:][:l.Chunks]
+			got := make([]byte, 4*l.Chunks)
+			for i, w := range view {
+				if uint32(w>>32) != uint32(pos+1) {
+					t.Fatalf("hook %s pos %d: word %d stamped %d, want %d", info.Name, pos, i, w>>32, uint32(pos+1))
+				}
+				le.PutUint32(got[4*i:], uint32(w))
+			}
+			want := fmt.Sprint(l.Decode(payload, nil))
+			if dec := fmt.Sprint(l.Decode(got, nil)); dec != want {
+				t.Errorf("hook %s pos %d: the drainer decodes %s, the device stored %s", info.Name, pos, dec, want)
+			}
+		}
+	}
+
+	// Contexts of later communicators: copies with their index.
+	for comm := 1; comm <= 2; comm++ {
+		p, err := d.CommCtx(comm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := fd.at(uint64(p), m.CtxBytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if le.Uint32(b[32+16*H+4:]) != uint32(comm) || string(b[:32+16*H]) != string(ctx[:32+16*H]) {
+			t.Errorf("communicator %d: context % x", comm, b)
+		}
+	}
+	if host, dev, err := d.Clock(); err != nil || dev != 777 || host == 0 {
+		t.Errorf("Clock = %d, %d, %v", host, dev, err)
+	}
+}
+
+// hookStores returns the record stores of hook h in the generated source,
+// in order: each a storeRE match.
+func hookStores(t *testing.T, src string, h int) [][]string {
+	t.Helper()
+	start := strings.Index(src, fmt.Sprintf("cx->hook[%d].slots", h))
+	if start < 0 {
+		t.Fatalf("no slot address of hook %d in the source", h)
+	}
+	end := strings.Index(src[start:], "\n    }\n")
+	if end < 0 {
+		t.Fatalf("hook %d: end of its record block not found", h)
+	}
+	stores := storeRE.FindAllStringSubmatch(src[start:start+end], -1)
+	if len(stores) == 0 {
+		t.Fatalf("hook %d: no record stores", h)
+	}
+	words := map[int]bool{}
+	for _, st := range stores {
+		w, _ := strconv.Atoi(st[2])
+		words[w] = true
+		if st[1] == "x2" {
+			words[w+1] = true
+		}
+	}
+	var ws []int
+	for w := range words {
+		ws = append(ws, w)
+	}
+	sort.Ints(ws)
+	for i, w := range ws {
+		if i != w {
+			t.Fatalf("hook %d: stores cover words %v", h, ws)
+		}
+	}
+	return stores
+}
