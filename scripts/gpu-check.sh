@@ -4,7 +4,7 @@
 # the CLI, the GPU test binaries) and the NCCL source tarballs (nccl/src/);
 # `scripts/gpu-check.sh run` there (carry .dev/gpu and nccl/src) runs:
 #   1. patched NCCL builds (v2.28.9-1 and v2.30.7-1, sm_90, SendRecv), in the background
-#   2. the GPU tests with NCCLHOOKS_REQUIRE_GPU=1: nvrtc, backend/gpu,
+#   2. the GPU tests with NCCLHOOKS_REQUIRE_GPU=1: nvrtc, backend/gpu, gpuinfo (NVML, device lines),
 #      harness/gpu and the caller matrix (harness/callers: nvcc-built callers)
 #   3. the examples through the harness, stream and graph mode
 #   4. acceptance inside each patched NCCL and the time per NCCL call
@@ -23,7 +23,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.dev/gpu
-read -ra TESTS <<< "${GPU_TESTS:-internal/cuda internal/backend/gpu internal/harness/gpuharness internal/harness/callers}" # GPU_TESTS picks packages
+read -ra TESTS <<< "${GPU_TESTS:-internal/cuda internal/backend/gpu internal/harness/gpuharness internal/harness/callers internal/gpuinfo}" # GPU_TESTS picks packages
 read -ra TAGS <<< "${NCCL_TAGS:-v2.28.9-1 v2.30.7-1}"
 case "${1:-}" in
 build)

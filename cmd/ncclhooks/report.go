@@ -21,8 +21,9 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	asMarkdown := fs.Bool("markdown", false, "write markdown (for a pull request or a wiki)")
 	summary := fs.Bool("summary", false, "one row per function: leave out the per-channel rows")
 	allowMixed := fs.Bool("allow-mixed", false, "merge files written with different profiles")
+	by := fs.String("by", "", "per `rank`, `device` (GPU, by UUID) or `comm` across every process, the slowest marked")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: ncclhooks report OUTPUT... [flags]
+		fmt.Fprint(stderr, `usage: ncclhooks report OUTPUT... [--by rank|device|comm] [flags]
 
 Per hook, function and channel: work items, p50/p90/p99/max of their durations
 (START/STOP paired by device, channel and workCounter, or a recorded duration),
@@ -31,6 +32,10 @@ records/(records+drops) from the final dump_stats; then the on-device aggregates
 merged over devices and ranks (histogram quantiles are the upper bounds of the
 buckets that hold them). OUTPUT is a JSON lines file
 or a dump directory (searched for *.jsonl); several ranks' files are merged.
+With --by, each function's work items per rank, GPU or communicator instead
+(processes told apart by host and pid, GPUs by UUID from the device lines),
+the group with the largest p50 marked slowest, with the clock slowdowns
+(power cap, thermal, ...) NVML saw on its GPUs.
 Exit status: 0 done, 2 usage or input error.
 
 `)
@@ -47,6 +52,22 @@ Exit status: 0 done, 2 usage or input error.
 	if err != nil {
 		fmt.Fprintln(stderr, "ncclhooks report:", err)
 		return 2
+	}
+	if *by != "" {
+		b, err := report.ParseBy(*by)
+		if err != nil {
+			fmt.Fprintln(stderr, "ncclhooks report:", err)
+			return 2
+		}
+		rep, err := report.LoadBy(fs.Args(), readOptions(*allowMixed, stderr), b)
+		if err == nil {
+			err = rep.Write(stdout, format)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "ncclhooks report:", err)
+			return 2
+		}
+		return 0
 	}
 	rep, err := report.Load(fs.Args(), readOptions(*allowMixed, stderr))
 	if err != nil {

@@ -108,6 +108,8 @@ func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagS
 	fs.IntVar(&cfg.BytesPerItem, "bytes", 64<<10, "gpu: bytes moved per work item")
 	fs.BoolVar(&cfg.Graph, "graph", false, "gpu: capture the launches in a CUDA graph and replay it")
 	fs.IntVar(&cfg.Replays, "replays", 1, "gpu: launches (or graph replays) per communicator")
+	fs.IntVar(&cfg.Ranks, "ranks", 0, "play one process of a job of this many (one process per GPU, run each with its own --rank): communicators shared across them by name and id")
+	fs.IntVar(&cfg.Rank, "rank", 0, "with --ranks: this process's rank (its devices are ranks rank*devices, ...)")
 	fs.BoolVar(&rf.noVerify, "no-verify", false, "skip the per-event log and record-by-record check (faster, for rates)")
 	fs.StringVar(&cfg.EventsDir, "events-out", "", "write the events the harness emitted into this directory (events-dev<d>-comm<k>.bin, what check --events reads)")
 	fs.Usage = func() {

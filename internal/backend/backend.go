@@ -50,9 +50,19 @@ type Device interface {
 	// Model names the hardware the hooks run on ("NVIDIA H200"; "cpu: <model
 	// name>"), for the clock line: diff refuses to compare different models.
 	Model() string
+	// Identity names the device across processes (each of a job's processes
+	// sees its GPU as device 0): its name, UUID and PCI bus id.
+	Identity() Identity
 	// Close releases the device's memory and unloads the module. The hooks
 	// must no longer run.
 	Close() error
+}
+
+// Identity names the hardware a device's hooks run on.
+type Identity struct {
+	Name     string // "NVIDIA H200"; "cpu: <model name>" on the cpu backend
+	UUID     string // "GPU-8c1e..." as NVML spells it; "" where the driver does not say, and on the cpu backend
+	PCIBusID string // "0000:19:00.0"; "" where the driver does not say, and on the cpu backend
 }
 
 // Compiled is a module compiled once per process, loadable on any device.

@@ -37,3 +37,34 @@ func TestAggregateRows(t *testing.T) {
 		}
 	}
 }
+
+// With comm among the keys, comm varies fastest (after funcId and
+// channelId), indexes at or beyond MaxCommKeys share its overflow row, and
+// RowKeys inverts RowOf on every row.
+func TestAggregateRowsByComm(t *testing.T) {
+	for _, by := range [][]string{{"comm"}, {"funcId", "comm"}, {"channelId", "comm"}, {"funcId", "channelId", "comm"}} {
+		a := &Aggregate{Kind: AggCount, By: by}
+		want := 1
+		for _, k := range by {
+			want *= keyBound(k) + 1
+		}
+		if a.Keys() != want {
+			t.Errorf("by %v: %d keys, want %d", by, a.Keys(), want)
+		}
+		if r := a.RowOf(3, 2, 5); r%(MaxCommKeys+1) != 5 {
+			t.Errorf("by %v: RowOf(3, 2, 5) = %d: comm 5 is not its fastest-varying key", by, r)
+		}
+		if a.RowOf(3, 2, MaxCommKeys+9) != a.RowOf(3, 2, MaxCommKeys) {
+			t.Errorf("by %v: comm beyond the bound is not in the overflow row", by)
+		}
+		for r := range a.Keys() {
+			f, c, cm := a.RowKeys(r)
+			if cm < 0 || (f >= 0) != (by[0] == "funcId") || (c >= 0) != (len(by) > 1 && by[len(by)-2] == "channelId") {
+				t.Fatalf("by %v: RowKeys(%d) = %d, %d, %d: wrong keys present", by, r, f, c, cm)
+			}
+			if got := a.RowOf(uint32(max(f, 0)), uint32(max(c, 0)), uint32(cm)); got != r {
+				t.Fatalf("by %v: RowKeys(%d) = %d, %d, %d, whose RowOf is %d", by, r, f, c, cm, got)
+			}
+		}
+	}
+}

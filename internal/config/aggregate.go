@@ -96,10 +96,10 @@ func (d *doc) aggregate(it *yaml.Node, env *Env) *Aggregate {
 }
 
 // aggKeys are the bounded keys an aggregate can be keyed by, in row order.
-var aggKeys = []string{"funcId", "channelId"}
+var aggKeys = []string{"funcId", "channelId", "comm"}
 
 func (d *doc) aggBy(n *yaml.Node) []string {
-	items, ok := d.seq(n, "by", " of keys ([funcId], [channelId] or [funcId, channelId])")
+	items, ok := d.seq(n, "by", " of keys (funcId, channelId and comm: [funcId], [funcId, comm], ...)")
 	if !ok {
 		return nil
 	}
@@ -109,7 +109,7 @@ func (d *doc) aggBy(n *yaml.Node) []string {
 		switch {
 		case !ok:
 		case !slices.Contains(aggKeys, s):
-			d.errorf(it, "aggregates can only be keyed by funcId and channelId (bounded keys); got %q", s)
+			d.errorf(it, "aggregates can only be keyed by funcId, channelId and comm (bounded keys); got %q", s)
 		case seen[s]:
 			d.errorf(it, "%s is listed twice in by", s)
 		default:

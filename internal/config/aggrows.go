@@ -16,42 +16,61 @@ func (a *Aggregate) Keys() int {
 // keyBound is the number of ids a by key keeps apart; larger ids share the
 // overflow row, the key's last.
 func keyBound(key string) int {
-	if key == "channelId" {
+	switch key {
+	case "channelId":
 		return MaxChannels
+	case "comm":
+		return MaxCommKeys
 	}
 	return MaxFuncIDs
 }
 
-// Row is the row of the key (funcID, channelID): keys in by order, the last
-// varying fastest (by both: funcId*(MaxChannels+1)+channelId), an id at or
-// beyond its key's bound in the key's overflow row.
-func (a *Aggregate) Row(funcID, channelID uint32) int {
+// Row is the row of the key (funcID, channelID) of communicator 0.
+func (a *Aggregate) Row(funcID, channelID uint32) int { return a.RowOf(funcID, channelID, 0) }
+
+// RowOf is the row of the key (funcID, channelID, comm): keys in by order
+// (funcId, channelId, comm), the last varying fastest (by funcId and
+// channelId: funcId*(MaxChannels+1)+channelId), an id at or beyond its
+// key's bound in the key's overflow row.
+func (a *Aggregate) RowOf(funcID, channelID, comm uint32) int {
 	row := 0
 	for _, k := range a.By {
 		id := funcID
-		if k == "channelId" {
+		switch k {
+		case "channelId":
 			id = channelID
+		case "comm":
+			id = comm
 		}
 		row = row*(keyBound(k)+1) + int(min(id, uint32(keyBound(k))))
 	}
 	return row
 }
 
-// RowKey is Row's inverse: the funcId and channelId keys of a row, each -1
-// when the aggregate is not keyed by it, and MaxFuncIDs or MaxChannels for
-// the overflow row.
+// RowKey is the funcId and channelId keys of a row (RowKeys without comm).
 func (a *Aggregate) RowKey(row int) (funcID, channelID int) {
-	funcID, channelID = -1, -1
+	funcID, channelID, _ = a.RowKeys(row)
+	return funcID, channelID
+}
+
+// RowKeys is RowOf's inverse: the funcId, channelId and comm keys of a row,
+// each -1 when the aggregate is not keyed by it, and MaxFuncIDs,
+// MaxChannels or MaxCommKeys for the overflow row.
+func (a *Aggregate) RowKeys(row int) (funcID, channelID, comm int) {
+	funcID, channelID, comm = -1, -1, -1
 	for i := len(a.By) - 1; i >= 0; i-- {
 		n := keyBound(a.By[i]) + 1
-		if a.By[i] == "channelId" {
+		switch a.By[i] {
+		case "channelId":
 			channelID = row % n
-		} else {
+		case "comm":
+			comm = row % n
+		default:
 			funcID = row % n
 		}
 		row /= n
 	}
-	return funcID, channelID
+	return funcID, channelID, comm
 }
 
 // RowWords is the number of 64-bit words of one row of the aggregate.

@@ -199,7 +199,7 @@ func TestBrokenProfiles(t *testing.T) {
 		{"histogram of a float", header + "  - name: h\n    aggregate: [{name: a, kind: histogram, value: duration / 1000}]\n",
 			[]string{"5:51: histogram values must be integers; this expression is a float (/ always divides as float)"}},
 		{"unbounded key", header + "  - name: h\n    aggregate: [{name: a, kind: count, by: [funcId, smid]}]\n",
-			[]string{`5:53: aggregates can only be keyed by funcId and channelId (bounded keys); got "smid"`}},
+			[]string{`5:53: aggregates can only be keyed by funcId, channelId and comm (bounded keys); got "smid"`}},
 		{"key listed twice", header + "  - name: h\n    aggregate: [{name: a, kind: count, by: [funcId, funcId]}]\n",
 			[]string{"5:53: funcId is listed twice in by"}},
 		{"buckets on a sum", header + "  - name: h\n    aggregate: [{name: a, kind: sum, value: duration, buckets: log2}]\n",

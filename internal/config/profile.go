@@ -133,6 +133,7 @@ type Buckets struct {
 const (
 	MaxFuncIDs     = 1024 // funcId keys are 0..MaxFuncIDs-1; larger ids fall into an overflow key
 	MaxChannels    = 64   // channelId keys are 0..MaxChannels-1; larger ids fall into an overflow key
+	MaxCommKeys    = 16   // comm keys (the communicator's index on its device) are 0..MaxCommKeys-1; later ones share an overflow key
 	Log2Buckets    = 65   // log2 histogram buckets (0, then one per power of two up to 2^64)
 	MaxAggCells    = 1 << 20
 	MaxRecordBytes = 64

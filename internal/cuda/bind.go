@@ -68,6 +68,10 @@ func bindDriver(lib C.hk_h) (missing []string) {
 	req(&t.cuLaunchKernel, "cuLaunchKernel")
 	// Optional: the backend does not need them (the harness does); a
 	// wrapper reports a missing one when called.
+	// Optional: the device's identity in the outputs (a device without
+	// them is named by its ordinal).
+	opt(&t.cuDeviceGetUuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid")
+	opt(&t.cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId")
 	opt(&t.cuCtxSynchronize, "cuCtxSynchronize")
 	opt(&t.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
 	opt(&t.cuEventCreate, "cuEventCreate")

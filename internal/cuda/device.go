@@ -18,7 +18,11 @@ type Device struct {
 	Major, Minor int // compute capability
 	SMs          int
 	Name         string
-	CanMapHost   bool // host-mapped pinned memory (HostAlloc) is usable
+	// UUID ("GPU-8c1e...", as nvidia-smi and NVML spell it) and PCIBusID
+	// ("0000:19:00.0") name the GPU across processes, which all see their
+	// own GPU as device 0; "" where the driver does not say.
+	UUID, PCIBusID string
+	CanMapHost     bool // host-mapped pinned memory (HostAlloc) is usable
 
 	lib    *Lib
 	dev    C.int
@@ -67,10 +71,30 @@ func (l *Lib) Device(ordinal int) (*Device, error) {
 		return nil, fmt.Errorf("device %d: %w", ordinal, cuErr("cuDeviceGetName", r))
 	}
 	d.Name = C.GoString(&name[0])
+	var uuid [16]C.uchar
+	if C.hk_cuDeviceGetUuid(&uuid[0], d.dev) == 0 {
+		b := make([]byte, 16)
+		for i := range b {
+			b[i] = byte(uuid[i])
+		}
+		d.UUID = FormatUUID(b)
+	}
+	if C.hk_cuDeviceGetPCIBusId(&name[0], C.int(len(name)), d.dev) == 0 {
+		d.PCIBusID = C.GoString(&name[0])
+	}
 	if r := C.hk_cuPrimaryCtxRetain(&d.ctx, d.dev); r != 0 {
 		return nil, fmt.Errorf("device %d: %w", ordinal, cuErr("cuDevicePrimaryCtxRetain", r))
 	}
 	return d, nil
+}
+
+// FormatUUID spells a device's 16-byte UUID as NVML and nvidia-smi do:
+// GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+func FormatUUID(b []byte) string {
+	if len(b) != 16 {
+		return ""
+	}
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // DeviceArch is the NVRTC architecture ("sm_90") of device ordinal, found

@@ -62,6 +62,17 @@ int hk_cuDeviceGetName(char *buf, int n, int dev) {
 	return F(hk_cu, cuDeviceGetName, char *, int, int)(buf, n, dev);
 }
 
+// CUuuid is a struct of 16 bytes, passed by pointer.
+int hk_cuDeviceGetUuid(unsigned char uuid[16], int dev) {
+	NEED(hk_cu, cuDeviceGetUuid);
+	return F(hk_cu, cuDeviceGetUuid, unsigned char *, int)(uuid, dev);
+}
+
+int hk_cuDeviceGetPCIBusId(char *buf, int n, int dev) {
+	NEED(hk_cu, cuDeviceGetPCIBusId);
+	return F(hk_cu, cuDeviceGetPCIBusId, char *, int, int)(buf, n, dev);
+}
+
 int hk_cuPrimaryCtxRetain(hk_h *ctx, int dev) {
 	NEED(hk_cu, cuDevicePrimaryCtxRetain);
 	return F(hk_cu, cuDevicePrimaryCtxRetain, hk_h *, int)(ctx, dev);

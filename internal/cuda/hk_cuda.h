@@ -16,6 +16,7 @@ typedef uintptr_t hk_h; // any opaque CUDA / NVRTC / nvJitLink handle
 typedef struct {
 	void *cuInit, *cuDriverGetVersion, *cuGetErrorName, *cuGetErrorString;
 	void *cuDeviceGetCount, *cuDeviceGet, *cuDeviceGetAttribute, *cuDeviceGetName;
+	void *cuDeviceGetUuid, *cuDeviceGetPCIBusId;
 	void *cuDevicePrimaryCtxRetain, *cuDevicePrimaryCtxRelease;
 	void *cuCtxGetCurrent, *cuCtxSetCurrent, *cuCtxSynchronize;
 	void *cuModuleLoadData, *cuModuleUnload, *cuModuleGetGlobal, *cuModuleGetFunction;
@@ -67,6 +68,8 @@ int hk_cuDeviceGetCount(int *n);
 int hk_cuDeviceGet(int *dev, int ordinal);
 int hk_cuDeviceGetAttribute(int *v, int attr, int dev);
 int hk_cuDeviceGetName(char *buf, int n, int dev);
+int hk_cuDeviceGetUuid(unsigned char uuid[16], int dev);
+int hk_cuDeviceGetPCIBusId(char *buf, int n, int dev);
 int hk_cuPrimaryCtxRetain(hk_h *ctx, int dev);
 int hk_cuPrimaryCtxRelease(int dev);
 

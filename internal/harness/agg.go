@@ -63,7 +63,7 @@ type aggRow struct {
 	Buckets  []uint64 // per bucket (not cumulative)
 }
 
-type rowKey struct{ fn, ch int } // -1: not a key
+type rowKey struct{ fn, ch, comm int } // -1: not a key
 
 // deviceValues are the event fields plus what the device derives, as the
 // harness computes them: duration pairs each STOP with the START of the same
@@ -232,13 +232,15 @@ func expectAggregates(h *config.Hook, envs []map[string]any) (map[string]map[row
 // accumulate adds one matched event to the row of aggregate a that its keys
 // select; value is a's compiled value expression (nil for a count).
 func accumulate(rows map[rowKey]*aggRow, a *config.Aggregate, value *vm.Program, env map[string]any) error {
-	k := rowKey{-1, -1}
+	k := rowKey{-1, -1, -1}
 	for _, by := range a.By {
 		switch by {
 		case "funcId":
 			k.fn = min(env["funcId"].(int), config.MaxFuncIDs)
 		case "channelId":
 			k.ch = min(env["channelId"].(int), config.MaxChannels)
+		case "comm":
+			k.comm = min(env["comm"].(int), config.MaxCommKeys)
 		}
 	}
 	r := rows[k]
@@ -377,7 +379,7 @@ func parseAggLine(line []byte) (aggKey, map[rowKey]*aggRow, error) {
 	}
 	rows := map[rowKey]*aggRow{}
 	for _, r := range l.Rows {
-		k := rowKey{key(r.FuncID, config.MaxFuncIDs), key(r.ChannelID, config.MaxChannels)}
+		k := rowKey{key(r.FuncID, config.MaxFuncIDs), key(r.ChannelID, config.MaxChannels), key(r.Comm, config.MaxCommKeys)}
 		row := &aggRow{Count: r.Count}
 		if r.Min != nil {
 			row.Min = *r.Min

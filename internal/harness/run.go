@@ -28,6 +28,11 @@ type Config struct {
 	// busy waiting to this factor of the time it took, so every work item
 	// lasts about Slowdown times as long. 0 or 1: none.
 	Slowdown float64
+	// Rank and Ranks place this process in a job of Ranks processes, as
+	// one process per GPU runs: its devices are ranks Rank*Devices ... of
+	// communicators every process shares (same name and commId). 0: a
+	// process of its own, each device's communicators its own.
+	Rank, Ranks int
 }
 
 // Defaults fills zero fields.
@@ -71,6 +76,9 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	if cfg.Slowdown != 0 && (cfg.Slowdown < 1 || cfg.Slowdown > 100) {
 		return nil, fmt.Errorf("harness: slowdown %g: give a factor from 1 to 100 (1.05: 5%% slower)", cfg.Slowdown)
 	}
+	if cfg.Ranks < 0 || cfg.Rank < 0 || (cfg.Ranks > 0 && cfg.Rank >= cfg.Ranks) || (cfg.Ranks == 0 && cfg.Rank != 0) {
+		return nil, fmt.Errorf("harness: rank %d of %d processes: give a rank from 0 to ranks-1 (--ranks N --rank R)", cfg.Rank, cfg.Ranks)
+	}
 	if cfg.Slowdown > 1 && cfg.Backend != "cpu" {
 		return nil, fmt.Errorf("harness: a planted slowdown exists on the cpu backend only")
 	}
@@ -79,11 +87,16 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	for d := 0; d < cfg.Devices; d++ {
 		for k := 0; k < cfg.CommsPerDevice; k++ {
 			name := fmt.Sprintf("harness-dev%d-comm%d", d, k)
+			rank, nranks := d, cfg.Devices
+			if cfg.Ranks > 0 {
+				name = fmt.Sprintf("harness-comm%d", k)
+				rank, nranks = cfg.Rank*cfg.Devices+d, cfg.Ranks*cfg.Devices
+			}
 			h := fnv.New64a()
 			h.Write([]byte(name))
 			// As NCCL does: init, then getDeviceHook for this communicator's
 			// device, on the same thread (the plugin pairs them by thread).
-			c, hook, ctx, err := p.InitWithHook(h.Sum64(), name, d, 1, cfg.Devices, d)
+			c, hook, ctx, err := p.InitWithHook(h.Sum64(), name, d, 1, nranks, rank)
 			if err != nil {
 				return nil, err
 			}

@@ -52,8 +52,14 @@ func (g *generator) aggregate(t *translator, h *config.Hook, a *config.Aggregate
 				if row != "0u" {
 					key = fmt.Sprintf("%s * %du + %s", row, config.MaxChannels+1, key)
 				}
+			case "comm":
+				// The communicator's index, from its own context.
+				key = fmt.Sprintf("hk_key(cx->comm, %du)", config.MaxCommKeys)
+				if row != "0u" {
+					key = fmt.Sprintf("(%s) * %du + %s", row, config.MaxCommKeys+1, key)
+				}
 			default:
-				return fmt.Errorf("%s: aggregate %q: cannot key by %q; use funcId and/or channelId", a.Pos, a.Name, by)
+				return fmt.Errorf("%s: aggregate %q: cannot key by %q; use funcId, channelId and/or comm", a.Pos, a.Name, by)
 			}
 			row = key
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ncclhooks/ncclhooks/internal/abi"
 	"github.com/ncclhooks/ncclhooks/internal/backend"
+	"github.com/ncclhooks/ncclhooks/internal/gpuinfo"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/rings"
 )
@@ -33,6 +34,9 @@ type Env struct {
 	HarnessPresent func() bool            // the harness's marker symbol is loaded (cpu hooks are callable)
 	DeviceHookNCCL func() bool            // the NCCL that loaded the plugin has the device hook (PR 2285)
 	NCCLVersion    func() int             // ncclGetVersion (22809 for 2.28.9); 0 when unknown
+	// NVML opens NVML for the device lines' GPU state; nil: gpuinfo.Open
+	// (libnvidia-ml, dlopened by the first background read).
+	NVML func() (gpuinfo.Interface, error)
 }
 
 // Knobs are the NCCL_HOOKS_* settings (the README's knob table).

@@ -13,6 +13,7 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/backend/cpu"
 	"github.com/ncclhooks/ncclhooks/internal/backend/gpu"
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/gpuinfo"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/rings"
 	"github.com/ncclhooks/ncclhooks/internal/schema"
@@ -53,6 +54,16 @@ type Session struct {
 	sinks   []sinks.Sink
 	jsonl   *sinks.JSONL
 	prom    *sinks.Prom // nil without Prometheus outputs
+
+	// nvml samples the GPUs' state for the device lines of each dump;
+	// opened by the first background read (never on NCCL's threads), nil
+	// without NVML.
+	nvmlOnce sync.Once
+	nvml     *gpuinfo.Sampler
+	nvmlErr  sync.Once // a GPU NVML does not know is logged once
+	nvmlMu   sync.Mutex
+	nvmlLast map[string]gpuinfo.State // the latest state read, by UUID|bus id
+	nvmlBusy map[string]bool          // a read is under way
 
 	comms  map[uint64]*comm // live communicators by id
 	nextID uint64
@@ -173,6 +184,7 @@ func (s *Session) openOutputs() error {
 		Sink:         sinks.Multi(s.sinks...),
 		FuncName:     s.funcName,
 		Log:          s.env.Log,
+		DeviceState:  s.deviceState,
 	})
 	return nil
 }
@@ -206,6 +218,81 @@ func (s *Session) openProm(host string) *sinks.Prom {
 		}
 	}
 	return p
+}
+
+// identity is a device's identity, without its state: the device line
+// written when a device is loaded (NVML is not asked on NCCL's thread).
+func identity(d backend.Device) sinks.DeviceState {
+	id := d.Identity()
+	return sinks.DeviceState{Device: d.Ordinal(), TimeUnixNs: time.Now().UnixNano(), Name: id.Name, UUID: id.UUID, PCIBusID: id.PCIBusID}
+}
+
+// deviceState is a device's identity and its state from NVML, for the
+// device lines of a dump (the drainer calls it). NVML is never called here:
+// a query that hangs in the driver must not hold up the drain, nor NCCL's
+// finalize behind it. Each call returns the latest state read and starts
+// the next read in the background (one at a time per device), so a dump's
+// state is at most a dump interval old and the first dump has none.
+// Without NVML the state is left out, after one INFO.
+func (s *Session) deviceState(d backend.Device) sinks.DeviceState {
+	st := identity(d)
+	if st.UUID == "" && st.PCIBusID == "" {
+		return st // the cpu backend: no GPU to ask about
+	}
+	key := st.UUID + "|" + st.PCIBusID
+	s.nvmlMu.Lock()
+	defer s.nvmlMu.Unlock()
+	if s.nvmlLast == nil {
+		s.nvmlLast, s.nvmlBusy = map[string]gpuinfo.State{}, map[string]bool{}
+	}
+	st.State = s.nvmlLast[key]
+	if !s.nvmlBusy[key] {
+		s.nvmlBusy[key] = true
+		go s.sample(key, st.Device, st.UUID, st.PCIBusID)
+	}
+	return st
+}
+
+// sample reads one GPU's state from NVML (opened by the first call).
+func (s *Session) sample(key string, ord int, uuid, bus string) {
+	defer func() {
+		// A goroutine of its own: a panic here would end the job.
+		if r := recover(); r != nil {
+			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: device %d: reading NVML panicked (%v): its device lines keep the last state read", ord, r))
+			return // busy stays set: no more reads of this GPU
+		}
+		s.nvmlMu.Lock()
+		s.nvmlBusy[key] = false
+		s.nvmlMu.Unlock()
+	}()
+	s.nvmlOnce.Do(s.openNVML)
+	if s.nvml == nil {
+		return
+	}
+	state, err := s.nvml.Sample(uuid, bus)
+	if err != nil {
+		s.nvmlErr.Do(func() {
+			s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: device %d: %v: its device lines carry no clocks, temperature or power", ord, err))
+		})
+		return
+	}
+	s.nvmlMu.Lock()
+	s.nvmlLast[key] = state
+	s.nvmlMu.Unlock()
+}
+
+func (s *Session) openNVML() {
+	open := s.env.NVML
+	if open == nil {
+		open = gpuinfo.Open
+	}
+	lib, err := open()
+	if err == nil {
+		s.nvml, err = gpuinfo.NewSampler(lib)
+	}
+	if err != nil {
+		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: NVML not available (%v): device lines name the GPUs by the CUDA driver's UUID and PCI bus id, without clocks, throttling, temperature or power", err))
+	}
 }
 
 // DeviceHook returns the hook and a context of its own for the communicator
@@ -261,7 +348,7 @@ func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index
 		return 0, index, false
 	}
 	s.commsOnDevice[ord] = index + 1
-	info := sinks.Comm{Device: ord, Index: index}
+	info := sinks.Comm{Device: ord, Index: index, UUID: d.Identity().UUID}
 	desc := fmt.Sprintf("communicator %d", index) // getDeviceHook with no init before it
 	if c != nil {
 		c.hookAsked = true
@@ -329,6 +416,10 @@ func (s *Session) loadDevice(ord int) backend.Device {
 		return nil
 	}
 	s.devices[ord] = d
+	if err := s.jsonl.Device(ptr(identity(d))); err != nil {
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: writing the device line: %v", err))
+	}
+	s.deviceState(d) // starts reading its state in the background, for the first dump
 	var bufs []string
 	for _, h := range s.module.Hooks {
 		bufs = append(bufs, fmt.Sprintf("%s: %d slots x %d B, %s", h.Name, h.Slots, 8*h.Layout.SlotWords(), h.Overflow))
@@ -532,3 +623,5 @@ func (s *Session) disableLocked(why string) {
 	s.inactive = why
 	s.env.Log(LogWarn, "ncclhooks: inactive: "+why)
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -92,41 +92,19 @@ func aggReports(run *Run) []AggReport {
 			rows[k] = map[[2]string]*AggRowStat{}
 		}
 		for _, r := range a.Rows {
-			rk := [2]string{keyText(r.FuncID, r.Func), keyText(r.ChannelID, "")}
+			rk := rowKeyText(r)
 			s := rows[k][rk]
 			if s == nil {
-				s = &AggRowStat{Func: rk[0], Channel: rk[1], Min: math.Inf(1), Max: math.Inf(-1)}
+				s = newAggRowStat(rk)
 				rows[k][rk] = s
 			}
-			s.Count += r.Count
-			if v, err := r.Sum.Float64(); err == nil {
-				s.Sum += v
-			}
-			if r.Min != nil {
-				s.Min = math.Min(s.Min, float64(*r.Min))
-			}
-			if r.Max != nil {
-				s.Max = math.Max(s.Max, float64(*r.Max))
-			}
-			for i, b := range r.Buckets {
-				if i == len(s.buckets) {
-					s.buckets = append(s.buckets, 0)
-					s.les = append(s.les, string(b.LE))
-				}
-				s.buckets[i] += b.Count
-			}
+			s.add(r)
 		}
 	}
 	var out []AggReport
 	for k, rep := range merged {
 		for _, s := range rows[k] {
-			if math.IsInf(s.Min, 1) {
-				s.Min = 0
-			}
-			if math.IsInf(s.Max, -1) {
-				s.Max = 0
-			}
-			s.P50, s.P90, s.P99 = Bound(s.quantileLE(0.50)), Bound(s.quantileLE(0.90)), Bound(s.quantileLE(0.99))
+			s.finish()
 			rep.Rows = append(rep.Rows, *s)
 		}
 		slices.SortFunc(rep.Rows, func(a, b AggRowStat) int {
@@ -144,6 +122,47 @@ func aggReports(run *Run) []AggReport {
 		return compareKeys(a.Name, b.Name)
 	})
 	return out
+}
+
+// rowKeyText is a row's (func, channel) key as the report shows it.
+func rowKeyText(r schema.AggRow) [2]string {
+	return [2]string{keyText(r.FuncID, r.Func), keyText(r.ChannelID, "")}
+}
+
+func newAggRowStat(rk [2]string) *AggRowStat {
+	return &AggRowStat{Func: rk[0], Channel: rk[1], Min: math.Inf(1), Max: math.Inf(-1)}
+}
+
+// add merges one snapshot row (of one device) into s.
+func (s *AggRowStat) add(r schema.AggRow) {
+	s.Count += r.Count
+	if v, err := r.Sum.Float64(); err == nil {
+		s.Sum += v
+	}
+	if r.Min != nil {
+		s.Min = math.Min(s.Min, float64(*r.Min))
+	}
+	if r.Max != nil {
+		s.Max = math.Max(s.Max, float64(*r.Max))
+	}
+	for i, b := range r.Buckets {
+		if i == len(s.buckets) {
+			s.buckets = append(s.buckets, 0)
+			s.les = append(s.les, string(b.LE))
+		}
+		s.buckets[i] += b.Count
+	}
+}
+
+// finish settles what add left open: min and max without values, quantiles.
+func (s *AggRowStat) finish() {
+	if math.IsInf(s.Min, 1) {
+		s.Min = 0
+	}
+	if math.IsInf(s.Max, -1) {
+		s.Max = 0
+	}
+	s.P50, s.P90, s.P99 = Bound(s.quantileLE(0.50)), Bound(s.quantileLE(0.90)), Bound(s.quantileLE(0.99))
 }
 
 // quantileLE is the upper bound of the bucket holding quantile q.

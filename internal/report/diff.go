@@ -134,14 +134,18 @@ type Diff struct {
 	Stats      []Stat   `json:"stats"`
 	MaxRegress float64  `json:"max_regress"`
 	// Threshold says how --max-regress was read.
-	Threshold  string    `json:"threshold"`
-	Confidence float64   `json:"confidence"`
-	MinSamples int       `json:"min_samples"`
-	MinCapture float64   `json:"min_capture"`
-	ByChannel  bool      `json:"by_channel"`
-	Method     string    `json:"method"`
-	Notes      []string  `json:"notes,omitempty"`
-	Rows       []DiffRow `json:"rows"`
+	Threshold  string   `json:"threshold"`
+	Confidence float64  `json:"confidence"`
+	MinSamples int      `json:"min_samples"`
+	MinCapture float64  `json:"min_capture"`
+	ByChannel  bool     `json:"by_channel"`
+	Method     string   `json:"method"`
+	Notes      []string `json:"notes,omitempty"`
+	// Warnings say why the runs may measure the machines rather than the
+	// change: different GPU models (compared under AllowMixed), GPUs whose
+	// clocks were held down while they ran.
+	Warnings []string  `json:"warnings,omitempty"`
+	Rows     []DiffRow `json:"rows"`
 	// Compared counts rows with a verdict; Regressions and Improved are
 	// among them. Skipped counts rows with insufficient data, by cause in
 	// SkippedBy; NotCompared rows have none of the statistics asked for.
@@ -289,6 +293,33 @@ func compareChannels(a, b string) int {
 	return compareKeys(a, b)
 }
 
+// throttleWarning warns when GPUs of either side had their clocks held down
+// (NVML's clock event reasons in the device lines) while they ran.
+func (d *Diff) throttleWarning(base, cand []*RunData) {
+	var reasons []string
+	count := func(side []*RunData) int {
+		n := 0
+		for _, r := range side {
+			if len(r.Slowdown) > 0 {
+				n++
+				for _, s := range r.Slowdown {
+					if !slices.Contains(reasons, s) {
+						reasons = append(reasons, s)
+					}
+				}
+			}
+		}
+		return n
+	}
+	nb, nn := count(base), count(cand)
+	if nb+nn == 0 {
+		return
+	}
+	slices.Sort(reasons)
+	d.Warnings = append(d.Warnings, fmt.Sprintf("GPU clocks were held down (%s) in %d of %d BASE runs and %d of %d NEW runs: a change may be the machine's, not the code's",
+		strings.Join(reasons, ", "), nb, len(base), nn, len(cand)))
+}
+
 // checkInputs refuses comparisons that mean nothing: runs of different
 // profiles, backends or device models.
 func (d *Diff) checkInputs(base, cand []*RunData, allowMixed bool) error {
@@ -315,11 +346,18 @@ func (d *Diff) checkInputs(base, cand []*RunData, allowMixed bool) error {
 			ref = r
 			continue
 		}
-		if !slices.Equal(r.Models, ref.Models) && !allowMixed {
-			return &InputError{Path: r.Input, Err: fmt.Errorf("device models %s differ from %s of %s: compare runs on the same hardware (or pass --allow-mixed)",
-				strings.Join(r.Models, ", "), strings.Join(ref.Models, ", "), ref.Input)}
+		if !slices.Equal(r.Models, ref.Models) {
+			if !allowMixed {
+				return &InputError{Path: r.Input, Err: fmt.Errorf("device models %s differ from %s of %s: compare runs on the same hardware (or pass --allow-mixed)",
+					strings.Join(r.Models, ", "), strings.Join(ref.Models, ", "), ref.Input)}
+			}
+			if len(d.Warnings) == 0 {
+				d.Warnings = append(d.Warnings, fmt.Sprintf("runs on different GPU models compared (--allow-mixed): %s (%s) and %s (%s)",
+					strings.Join(ref.Models, ", "), ref.Input, strings.Join(r.Models, ", "), r.Input))
+			}
 		}
 	}
+	d.throttleWarning(base, cand)
 	if unknownModels > 0 {
 		d.Notes = append(d.Notes, fmt.Sprintf("%d of %d runs do not record their device models (written before ncclhooks recorded them): not checked", unknownModels, len(all)))
 	}

@@ -178,8 +178,10 @@ func TestDiffRefusesDifferentModelsAndProfiles(t *testing.T) {
 	}
 	opts := defaults
 	opts.AllowMixed = true
-	if _, err := report.Compare(h200, h100, opts); err != nil {
+	if d, err := report.Compare(h200, h100, opts); err != nil {
 		t.Errorf("--allow-mixed: %v", err)
+	} else if len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "different GPU models") {
+		t.Errorf("--allow-mixed H200 against H100: warnings %q, want one about the models", d.Warnings)
 	}
 	latency := loadRuns(t, 4, reporttest.Options{Seed: 3, Profile: "latency", Model: "NVIDIA H200"})
 	if _, err := report.Compare(h200, latency, defaults); err == nil || !strings.Contains(err.Error(), `profile "latency" differs from "all-events"`) {
@@ -190,6 +192,25 @@ func TestDiffRefusesDifferentModelsAndProfiles(t *testing.T) {
 	d := compare(t, old, loadRuns(t, 4, reporttest.Options{Seed: 5}), defaults)
 	if len(d.Notes) != 1 || !strings.Contains(d.Notes[0], "do not record their device models") {
 		t.Errorf("notes %v", d.Notes)
+	}
+}
+
+// A side whose GPUs had their clocks held down (a power cap, thermal
+// slowdown: NVML's clock event reasons in the device lines) gets a warning
+// naming the reasons and the runs; an idle GPU's reasons are no slowdown.
+func TestDiffWarnsOfThrottledGPUs(t *testing.T) {
+	base := loadRuns(t, 4, reporttest.Options{Seed: 1, Model: "NVIDIA H200", ClockEventReasons: 0x1}) // idle only
+	capped := loadRuns(t, 4, reporttest.Options{Seed: 2, Model: "NVIDIA H200", ClockEventReasons: 0x1 | 0x4 | 0x40})
+	d := compare(t, base, capped, defaults)
+	if len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], "held down (hw_thermal_slowdown, sw_power_cap) in 0 of 4 BASE runs and 4 of 4 NEW runs") {
+		t.Errorf("warnings %q", d.Warnings)
+	}
+	var out strings.Builder
+	if err := d.Write(&out, report.Table); err != nil || !strings.Contains(out.String(), "warning: GPU clocks were held down") {
+		t.Errorf("table: %v\n%s", err, out.String())
+	}
+	if d := compare(t, base, base, defaults); len(d.Warnings) != 0 {
+		t.Errorf("idle GPUs: warnings %q", d.Warnings)
 	}
 }
 

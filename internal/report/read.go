@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/ncclhooks/ncclhooks/internal/gpuinfo"
 	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
@@ -50,12 +51,25 @@ type DumpStats struct {
 	schema.DumpStats
 }
 
-// File is one JSON lines file of a run.
+// File is one JSON lines file of a run: one process.
 type File struct {
 	Path    string
 	Header  Header
 	Clocks  map[int]Clock // by device
 	Records int           // record lines
+	// Devices are the devices' identity and their latest state, by ordinal
+	// (from device lines; absent in outputs of older versions).
+	Devices map[int]*DeviceInfo
+	// Comms are the communicators handed a hook, by device and comm index.
+	Comms map[[2]int]schema.Comm
+}
+
+// DeviceInfo is what a file's device lines say about one device.
+type DeviceInfo struct {
+	schema.Device // the latest line
+	// Slowdown names the clock event reasons that held the clocks down in
+	// any of its lines (power cap, thermal, ...), sorted.
+	Slowdown []string
 }
 
 // WorkItem is one work item measured between its START and STOP, either
@@ -67,6 +81,7 @@ type WorkItem struct {
 	Channel     int    // -1 when the hook does not record channelId
 	FuncID      int64  // -1 when the hook does not record funcId
 	Func        string // function name; see FuncLabel
+	Comm        int    // the comm intrinsic (index on the device); -1 when the hook does not record it
 	WorkCounter uint64
 	HasCounter  bool
 	Start, Stop uint64 // device timestamps, ns (Start = Stop - duration for recorded durations)
@@ -255,7 +270,7 @@ func (r *reader) readFile(index int, path string) error {
 		return &InputError{Path: path, Err: err}
 	}
 	defer fh.Close()
-	f := &File{Path: path, Clocks: map[int]Clock{}}
+	f := &File{Path: path, Clocks: map[int]Clock{}, Devices: map[int]*DeviceInfo{}, Comms: map[[2]int]schema.Comm{}}
 	pending := map[pairKey][]pendingStart{}
 	br := bufio.NewReaderSize(fh, 1<<20)
 	lineNo := 0
@@ -356,6 +371,14 @@ func (r *reader) line(index int, f *File, pending map[pairKey][]pendingStart, li
 		f.Clocks[int(dev)] = Clock{Device: int(dev), HostUnixNs: host, DeviceNs: devNs, Model: o.str("model")}
 	case schema.TypeDumpStats:
 		return r.dumpStats(index, line)
+	case schema.TypeComm:
+		var c schema.Comm
+		if err := json.Unmarshal(line, &c); err != nil {
+			return fmt.Errorf("comm line: %v", err)
+		}
+		f.Comms[[2]int{c.Device, c.Comm}] = c
+	case schema.TypeDevice:
+		return f.device(line)
 	case schema.TypeRefused:
 		if r.run.Refused == nil {
 			r.run.Refused = map[string]string{}
@@ -385,8 +408,34 @@ func (r *reader) nested(f *File, line []byte, lineNo int) error {
 		}
 		return r.header(f, line)
 	}
-	if probe.Type == "aggregate" {
+	switch probe.Type {
+	case schema.TypeAggregate:
 		return r.aggregate(len(r.run.Files), line)
+	case schema.TypeDevice:
+		return f.device(line)
+	}
+	return nil
+}
+
+// device keeps a device line: the latest state, and every slowdown seen.
+func (f *File) device(line []byte) error {
+	var d schema.Device
+	if err := json.Unmarshal(line, &d); err != nil {
+		return fmt.Errorf("device line: %v", err)
+	}
+	info := f.Devices[d.Device]
+	if info == nil {
+		info = &DeviceInfo{}
+		f.Devices[d.Device] = info
+	}
+	info.Device = d
+	if d.Slowdown && d.ClockEventReasons != nil {
+		for _, n := range gpuinfo.ReasonNames(gpuinfo.Slowdown(*d.ClockEventReasons)) {
+			if !slices.Contains(info.Slowdown, n) {
+				info.Slowdown = append(info.Slowdown, n)
+			}
+		}
+		slices.Sort(info.Slowdown)
 	}
 	return nil
 }

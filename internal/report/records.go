@@ -15,6 +15,7 @@ import (
 type pairKey struct {
 	hook    string
 	device  int
+	comm    int // -1 when not recorded
 	channel int
 	counter uint64
 }
@@ -39,7 +40,10 @@ func (r *reader) record(index int, f *File, pending map[pairKey][]pendingStart) 
 	hc.Records++
 
 	key := func(src string) string { return f.source(hookName, src) }
-	item := WorkItem{File: index, Hook: hookName, Device: int(dev), Channel: -1, FuncID: -1, Func: o.str("func")}
+	item := WorkItem{File: index, Hook: hookName, Device: int(dev), Comm: -1, Channel: -1, FuncID: -1, Func: o.str("func")}
+	if c, ok := o.uint(key("comm")); ok {
+		item.Comm = int(c)
+	}
 	if ch, ok := o.uint(key("channelId")); ok {
 		item.Channel = int(ch)
 	}
@@ -71,7 +75,7 @@ func (r *reader) record(index int, f *File, pending map[pairKey][]pendingStart) 
 	if !hasPhase || !hasTS || !item.HasCounter {
 		return nil // nothing to pair: the hook records no timing
 	}
-	k := pairKey{hook: hookName, device: item.Device, channel: item.Channel, counter: item.WorkCounter}
+	k := pairKey{hook: hookName, device: item.Device, comm: item.Comm, channel: item.Channel, counter: item.WorkCounter}
 	switch phase {
 	case abi.PhaseStart:
 		pending[k] = append(pending[k], pendingStart{ts: ts, funcID: item.FuncID, fn: item.Func})

@@ -280,6 +280,9 @@ func (d *Diff) Write(w io.Writer, f Format) error {
 		fmt.Fprintf(&b, "### %s ncclhooks diff: %s\n\n", mark, d.Summary())
 		fmt.Fprintf(&b, "- base: %s\n- new: %s\n- threshold: %s, confidence %s\n- method: %s\n",
 			runsText(d.BaseRuns), runsText(d.NewRuns), d.Threshold, pctText(d.Confidence), d.Method)
+		for _, n := range d.Warnings {
+			fmt.Fprintf(&b, "- ⚠️ warning: %s\n", n)
+		}
 		for _, n := range d.Notes {
 			fmt.Fprintf(&b, "- note: %s\n", n)
 		}
@@ -288,6 +291,9 @@ func (d *Diff) Write(w io.Writer, f Format) error {
 		unquote := strings.NewReplacer("`", "")
 		fmt.Fprintf(&b, "%s\n\nbase: %s\nnew: %s\nthreshold: %s, confidence %s\nmethod: %s\n",
 			d.Summary(), unquote.Replace(runsText(d.BaseRuns)), unquote.Replace(runsText(d.NewRuns)), d.Threshold, pctText(d.Confidence), d.Method)
+		for _, n := range d.Warnings {
+			fmt.Fprintf(&b, "warning: %s\n", n)
+		}
 		for _, n := range d.Notes {
 			fmt.Fprintf(&b, "note: %s\n", n)
 		}

@@ -78,8 +78,11 @@ type RunData struct {
 	// Models are the distinct device models of the run's clock lines,
 	// sorted; empty when the output does not record them.
 	Models []string
-	Hooks  map[string]*runHook
-	rows   map[rowKey]*runRow
+	// Slowdown names the clock event reasons that held a GPU's clocks down
+	// in some device line of the run (NVML: power cap, thermal, ...), sorted.
+	Slowdown []string
+	Hooks    map[string]*runHook
+	rows     map[rowKey]*runRow
 }
 
 // runHook is one hook in one run.
@@ -129,7 +132,18 @@ func LoadRun(input string, opts Options, byChannel bool) (*RunData, error) {
 				models[cl.Model] = true
 			}
 		}
+		for _, dv := range f.Devices {
+			if dv.Name != "" {
+				models[dv.Name] = true
+			}
+			for _, s := range dv.Slowdown {
+				if !slices.Contains(rd.Slowdown, s) {
+					rd.Slowdown = append(rd.Slowdown, s)
+				}
+			}
+		}
 	}
+	slices.Sort(rd.Slowdown)
 	for m := range models {
 		rd.Models = append(rd.Models, m)
 	}

@@ -30,8 +30,8 @@ func decodeAgg(a *hookgen.AggInfo, words []uint64, funcName func(uint32) string)
 		if cells[0] == 0 {
 			continue
 		}
-		row := sinks.AggRow{FuncID: keyAbsent, ChannelID: keyAbsent, Count: cells[0]}
-		f, c := a.Agg.RowKey(r)
+		row := sinks.AggRow{FuncID: keyAbsent, ChannelID: keyAbsent, Comm: keyAbsent, Count: cells[0]}
+		f, c, cm := a.Agg.RowKeys(r)
 		if f >= 0 {
 			row.FuncID = f
 			if f == config.MaxFuncIDs {
@@ -44,6 +44,12 @@ func decodeAgg(a *hookgen.AggInfo, words []uint64, funcName func(uint32) string)
 			row.ChannelID = c
 			if c == config.MaxChannels {
 				row.ChannelID = keyOverflow
+			}
+		}
+		if cm >= 0 {
+			row.Comm = cm
+			if cm == config.MaxCommKeys {
+				row.Comm = keyOverflow
 			}
 		}
 		switch a.Agg.Kind {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/abi"
+	"github.com/ncclhooks/ncclhooks/internal/backend"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/sinks"
 )
@@ -51,6 +52,10 @@ type Options struct {
 	// Log receives the one-time drop warning and sink/device errors (each
 	// logged once). level is LogWarn or LogInfo.
 	Log func(level int, msg string)
+	// DeviceState, when set, gives each device's identity and state for the
+	// device lines of every dump (it reads NVML: called outside the drain's
+	// device lock, once per device per dump).
+	DeviceState func(d backend.Device) sinks.DeviceState
 
 	PollInterval     time.Duration // device polling while busy (1ms)
 	IdlePollInterval time.Duration // polling backs off to this when idle (2ms)

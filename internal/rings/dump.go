@@ -31,6 +31,13 @@ func (d *Drainer) dump(final bool) *sinks.Dump {
 		out.Aggs = append(out.Aggs, d.aggSnapshots(dv, now, final)...)
 	}
 	d.passMu.Unlock()
+	if d.opts.DeviceState != nil {
+		for _, dv := range devs {
+			st := d.opts.DeviceState(dv.dev)
+			st.Device, st.TimeUnixNs = dv.ordinal, now
+			out.Devices = append(out.Devices, st)
+		}
+	}
 
 	d.dumps++
 	for _, p := range ps {

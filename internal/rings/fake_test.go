@@ -58,6 +58,8 @@ func (f *fakeDevice) Clock() (uint64, uint64, error) {
 }
 func (f *fakeDevice) Model() string { return "fake" }
 
+func (f *fakeDevice) Identity() backend.Identity { return backend.Identity{Name: "fake"} }
+
 func (f *fakeDevice) ReadCtl(dst []uint64) error {
 	if err := f.shutdownErr(); err != nil {
 		return err

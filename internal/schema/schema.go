@@ -23,6 +23,7 @@ const (
 	TypeRecord    = "record"
 	TypeDumpStats = "dump_stats"
 	TypeAggregate = "aggregate"
+	TypeDevice    = "device"
 )
 
 // Header is the first line of a file.
@@ -33,6 +34,7 @@ type Header struct {
 	ProfileFile string `json:"profile_file"`
 	Host        string `json:"host"`
 	PID         int    `json:"pid"`
+	Executable  string `json:"executable,omitempty"` // the process's program (/proc/self/exe)
 	Backend     string `json:"backend"`
 	StartUnixNs int64  `json:"start_unix_ns"`
 	// Fields maps, per hook, each output field name to its catalogue source
@@ -63,6 +65,46 @@ type Comm struct {
 	Rank   int    `json:"rank"`
 	NRanks int    `json:"nranks"`
 	NNodes int    `json:"nnodes"`
+	UUID   string `json:"uuid,omitempty"` // the GPU it runs on (the device line's uuid)
+}
+
+// Device names one device of the process (its GPU by UUID, PCI bus id and
+// name, from the CUDA driver) and, where NVML answers, its state: written
+// when the device is loaded and at every dump. A state key is left out when
+// its query failed or NVML is not there.
+type Device struct {
+	Type       string `json:"type"`
+	Device     int    `json:"device"`
+	TimeUnixNs int64  `json:"time_unix_ns"`
+	Name       string `json:"name"`                 // "NVIDIA H200"; "cpu: <model name>" on the cpu backend
+	UUID       string `json:"uuid,omitempty"`       // "GPU-8c1e..." (nvidia-smi's spelling)
+	PCIBusID   string `json:"pci_bus_id,omitempty"` // "0000:19:00.0"
+
+	SMClockMHz  *uint32 `json:"sm_clock_mhz,omitempty"`
+	MemClockMHz *uint32 `json:"mem_clock_mhz,omitempty"`
+	// ClockEventReasons is NVML's bitmask of why the clocks are what they
+	// are (nvmlClocksEventReason*); Throttle names its bits, Slowdown is
+	// true when one of them holds the clocks down (power cap, thermal,
+	// hardware slowdown, power brake, sync boost).
+	ClockEventReasons *uint64  `json:"clock_event_reasons,omitempty"`
+	Throttle          []string `json:"throttle,omitempty"`
+	Slowdown          bool     `json:"slowdown,omitempty"`
+	TemperatureC      *uint32  `json:"temperature_c,omitempty"`
+	PowerMW           *uint32  `json:"power_mw,omitempty"`
+	ECCCorrected      *uint64  `json:"ecc_corrected_volatile,omitempty"`
+	ECCUncorrected    *uint64  `json:"ecc_uncorrected_volatile,omitempty"`
+	NVLinkErrors      *uint64  `json:"nvlink_errors,omitempty"` // replay + recovery + CRC, summed over the active links
+	NVLinks           int      `json:"nvlinks,omitempty"`       // active NVLinks
+}
+
+// DeviceKey is how readers tell devices apart across processes: the GPU's
+// UUID, else the host and pid of the process with the ordinal (outputs of the
+// cpu backend, of older versions, or of a driver that gave no UUID).
+func DeviceKey(uuid, host string, pid, ordinal int) string {
+	if uuid != "" {
+		return uuid
+	}
+	return fmt.Sprintf("%s pid %d device %d", host, pid, ordinal)
 }
 
 // Refused is a hook left out because it could fault NCCL's kernels.
@@ -126,6 +168,7 @@ type AggRow struct {
 	FuncID    json.RawMessage `json:"funcId,omitempty"`
 	Func      string          `json:"func,omitempty"`
 	ChannelID json.RawMessage `json:"channelId,omitempty"`
+	Comm      json.RawMessage `json:"comm,omitempty"` // the communicator's index on the device: its comm line
 	Count     uint64          `json:"count"`
 	Sum       Number          `json:"sum,omitempty"`     // sum and histogram
 	Min       *int64          `json:"min,omitempty"`     // min aggregates; nil when absent

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/gpuinfo"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
 
@@ -45,6 +46,64 @@ func appendStats(b []byte, s *Stats) []byte {
 	} {
 		b = appendKey(b, kv.k)
 		b = strconv.AppendUint(b, kv.v, 10)
+	}
+	return append(b, "}\n"...)
+}
+
+// appendDevice writes a device line: identity, then each state value that
+// was read.
+func appendDevice(b []byte, d *DeviceState) []byte {
+	b = append(b, `{"type":"device","device":`...)
+	b = strconv.AppendInt(b, int64(d.Device), 10)
+	b = append(b, `,"time_unix_ns":`...)
+	b = strconv.AppendInt(b, d.TimeUnixNs, 10)
+	b = appendKey(b, "name")
+	b = appendString(b, d.Name)
+	for _, kv := range []struct{ k, v string }{{"uuid", d.UUID}, {"pci_bus_id", d.PCIBusID}} {
+		if kv.v != "" {
+			b = appendKey(b, kv.k)
+			b = appendString(b, kv.v)
+		}
+	}
+	u32 := func(k string, v *uint32) {
+		if v != nil {
+			b = appendKey(b, k)
+			b = strconv.AppendUint(b, uint64(*v), 10)
+		}
+	}
+	u64 := func(k string, v *uint64) {
+		if v != nil {
+			b = appendKey(b, k)
+			b = strconv.AppendUint(b, *v, 10)
+		}
+	}
+	u32("sm_clock_mhz", d.SMClockMHz)
+	u32("mem_clock_mhz", d.MemClockMHz)
+	if r := d.ClockEventReasons; r != nil {
+		u64("clock_event_reasons", r)
+		if names := gpuinfo.ReasonNames(*r); len(names) > 0 {
+			b = appendKey(b, "throttle")
+			b = append(b, '[')
+			for i, n := range names {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = appendString(b, n)
+			}
+			b = append(b, ']')
+		}
+		if gpuinfo.Slowdown(*r) != 0 {
+			b = append(b, `,"slowdown":true`...)
+		}
+	}
+	u32("temperature_c", d.TemperatureC)
+	u32("power_mw", d.PowerMW)
+	u64("ecc_corrected_volatile", d.ECCCorrected)
+	u64("ecc_uncorrected_volatile", d.ECCUncorrected)
+	u64("nvlink_errors", d.NVLinkErrors)
+	if d.NVLinks > 0 {
+		b = appendKey(b, "nvlinks")
+		b = strconv.AppendInt(b, int64(d.NVLinks), 10)
 	}
 	return append(b, "}\n"...)
 }
@@ -107,6 +166,10 @@ func appendAggRow(b []byte, agg *config.Aggregate, r *AggRow, floatSum bool) []b
 	if r.ChannelID != -1 {
 		key("channelId")
 		b = appendKeyValue(b, r.ChannelID)
+	}
+	if slices.Contains(agg.By, "comm") { // Comm's zero value is communicator 0: ask the aggregate
+		key("comm")
+		b = appendKeyValue(b, r.Comm)
 	}
 	key("count")
 	b = strconv.AppendUint(b, r.Count, 10)

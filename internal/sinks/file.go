@@ -83,6 +83,9 @@ func OpenJSONL(dir string, header Header, opts JSONLOptions) (*JSONL, error) {
 	if header.PID == 0 {
 		header.PID = os.Getpid()
 	}
+	if header.Executable == "" {
+		header.Executable, _ = os.Executable()
+	}
 	if header.StartUnixNs == 0 {
 		header.StartUnixNs = time.Now().UnixNano()
 	}

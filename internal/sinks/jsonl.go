@@ -24,6 +24,7 @@ type Header struct {
 	ProfileFile string
 	Host        string // default: os.Hostname
 	PID         int    // default: os.Getpid
+	Executable  string // default: os.Executable
 	Backend     string
 	StartUnixNs int64 // default: now
 	// Fields optionally maps, per hook, each output field name to its
@@ -207,6 +208,10 @@ func (j *JSONL) writeHeader(h *Header) {
 	b = appendString(b, h.Host)
 	b = appendKey(b, "pid")
 	b = strconv.AppendInt(b, int64(h.PID), 10)
+	if h.Executable != "" {
+		b = appendKey(b, "executable")
+		b = appendString(b, h.Executable)
+	}
 	b = appendKey(b, "backend")
 	b = appendString(b, h.Backend)
 	b = appendKey(b, "start_unix_ns")
@@ -282,6 +287,7 @@ type Comm struct {
 	Rank   int
 	NRanks int
 	NNodes int
+	UUID   string // the GPU's; "" leaves it out
 }
 
 // Comm writes a comm line: {"type":"comm","device":0,"comm":1,"comm_id":"0x..",
@@ -301,7 +307,17 @@ func (j *JSONL) Comm(c Comm) error {
 	b = strconv.AppendInt(b, int64(c.NRanks), 10)
 	b = append(b, `,"nnodes":`...)
 	b = strconv.AppendInt(b, int64(c.NNodes), 10)
+	if c.UUID != "" {
+		b = appendKey(b, "uuid")
+		b = appendString(b, c.UUID)
+	}
 	return j.metaLine(append(b, "}\n"...))
+}
+
+// Device writes a device line (the device's identity and state) now, as
+// the plugin does when it loads a device; Dump writes one per device too.
+func (j *JSONL) Device(d *DeviceState) error {
+	return j.metaLine(appendDevice(nil, d))
 }
 
 // Refused writes a refused line for a hook left out of the device module
@@ -391,8 +407,8 @@ func (j *JSONL) Records(recs []Record) error {
 	return nil
 }
 
-// Dump writes the buffered records, then the dump_stats lines, then the
-// aggregate lines. The dump_stats lines count only the records whose lines
+// Dump writes the buffered records, then the dump_stats lines, the
+// aggregate lines and the device lines. The dump_stats lines count only the records whose lines
 // reached the file: records_total is lowered, and dropped_total and
 // dropped_write_failed_total raised, by the records whose write failed, and
 // the since-last-dump deltas are taken from the last dump_stats line that
@@ -432,6 +448,9 @@ func (j *JSONL) Dump(d *Dump) error {
 	}
 	for i := range d.Aggs {
 		lines = appendAggregate(lines, &d.Aggs[i])
+	}
+	for i := range d.Devices {
+		lines = appendDevice(lines, &d.Devices[i])
 	}
 	j.b = lines
 	if err := j.writeLocked(lines); err != nil {

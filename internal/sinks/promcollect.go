@@ -50,6 +50,9 @@ func (c promCollector) Collect(ch chan<- prometheus.Metric) {
 			if f.byChan {
 				labels = append(labels, keyLabel(r.ChannelID))
 			}
+			if f.byComm {
+				labels = append(labels, keyLabel(r.Comm))
+			}
 			collectRow(ch, f, a.Info.Agg, r, labels)
 		}
 	}

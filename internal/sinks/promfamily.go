@@ -24,6 +24,7 @@ type family struct {
 	kind     config.AggKind
 	byFunc   bool
 	byChan   bool
+	byComm   bool
 	log2     bool
 	lo, hi   int // log2 only: bucket range ever non-empty (sticky, so series keep their buckets)
 	seen     bool
@@ -46,6 +47,7 @@ func (p *Prom) family(info *hookgen.AggInfo) *family {
 	for _, k := range a.By {
 		f.byFunc = f.byFunc || k == "funcId"
 		f.byChan = f.byChan || k == "channelId"
+		f.byComm = f.byComm || k == "comm"
 	}
 	f.labelSet = []string{"host", "gpu", "rank", "hook", "device"}
 	if f.byFunc {
@@ -53,6 +55,9 @@ func (p *Prom) family(info *hookgen.AggInfo) *family {
 	}
 	if f.byChan {
 		f.labelSet = append(f.labelSet, "channel")
+	}
+	if f.byComm {
+		f.labelSet = append(f.labelSet, "comm")
 	}
 	f.unit = 1
 	base := "ncclhooks_" + metricName(a.Name)
@@ -102,7 +107,7 @@ func (p *Prom) family(info *hookgen.AggInfo) *family {
 // sameShape reports whether two aggregates can share a metric family: same
 // kind, keys, value expression (the family's help names it) and buckets.
 func sameShape(f, g *family) bool {
-	if f.kind != g.kind || f.byFunc != g.byFunc || f.byChan != g.byChan || f.log2 != g.log2 {
+	if f.kind != g.kind || f.byFunc != g.byFunc || f.byChan != g.byChan || f.byComm != g.byComm || f.log2 != g.log2 {
 		return false
 	}
 	src := func(a *config.Aggregate) string {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/gpuinfo"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
@@ -60,7 +61,14 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(0, j.Clock(0, "NVIDIA H200", 1, 2))
-	must(0, j.Comm(Comm{Device: 0, Index: 1, ID: 0xab, Name: "c", Rank: 0, NRanks: 2, NNodes: 1}))
+	must(0, j.Comm(Comm{Device: 0, Index: 1, ID: 0xab, Name: "c", Rank: 0, NRanks: 2, NNodes: 1, UUID: "GPU-1"}))
+	u32 := func(v uint32) *uint32 { return &v }
+	u64 := func(v uint64) *uint64 { return &v }
+	// Every state key set, so that every key Device names must be written.
+	full := DeviceState{Device: 0, TimeUnixNs: 5, Name: "NVIDIA H200", UUID: "GPU-1", PCIBusID: "0000:19:00.0",
+		State: gpuinfo.State{SMClockMHz: u32(1980), MemClockMHz: u32(3201), ClockEventReasons: u64(0x44), TemperatureC: u32(40),
+			PowerMW: u32(90000), ECCCorrected: u64(1), ECCUncorrected: u64(0), NVLinkErrors: u64(2), NVLinks: 18}}
+	must(0, j.Device(&full))
 	must(0, j.Refused("h2", "p.yaml:3:5", "needs a stack frame"))
 	vals := make([]hookgen.Value, len(h.Layout.Fields))
 	for i := range vals {
@@ -74,18 +82,24 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 	must(0, j.Dump(&Dump{
 		Stats: []Stats{{Hook: h.Name, Device: 0, Dump: 1, Final: true}},
 		Aggs: []AggSnapshot{
-			{Info: agg(config.AggHistogram, "funcId", "channelId"), Rows: []AggRow{{FuncID: 1, FuncName: "SendRecv", ChannelID: 2, Count: 1,
+			{Info: agg(config.AggHistogram, "funcId", "channelId", "comm"), Rows: []AggRow{{FuncID: 1, FuncName: "SendRecv", ChannelID: 2, Comm: 1, Count: 1,
 				Buckets: []Bucket{{LE: &le, Count: 1}, {Count: 1}}}}},
 			{Info: agg(config.AggMin, "funcId"), Rows: []AggRow{{FuncID: 1, ChannelID: -1, Count: 1, Min: 3}}},
 			{Info: agg(config.AggMax), Rows: []AggRow{{FuncID: -1, ChannelID: -1, Count: 1, Max: 3}}},
 			{Info: agg(config.AggCount), Rows: []AggRow{{FuncID: -1, ChannelID: -1, Count: 1}}},
 		},
-		Final: true,
+		Devices: []DeviceState{full},
+		Final:   true,
 	}))
 	must(0, j.Close())
 
 	lines := readLines(t, filepath.Join(dir, FileName("n", 3)))
 	seen := map[string]int{}
+	defer func() {
+		if seen[schema.TypeDevice] != 2 {
+			t.Errorf("%d device lines, want 2 (one by Device, one by Dump)", seen[schema.TypeDevice])
+		}
+	}()
 	for _, l := range lines {
 		var typ string
 		json.Unmarshal(l["type"], &typ)
@@ -93,10 +107,15 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 		switch typ {
 		case schema.TypeHeader:
 			checkKeys(t, typ, l, schema.Header{})
+			allKeys(t, typ, l, schema.Header{})
+		case schema.TypeDevice:
+			checkKeys(t, typ, l, schema.Device{})
+			allKeys(t, typ, l, schema.Device{})
 		case schema.TypeClock:
 			checkKeys(t, typ, l, schema.Clock{})
 		case schema.TypeComm:
 			checkKeys(t, typ, l, schema.Comm{})
+			allKeys(t, typ, l, schema.Comm{})
 		case schema.TypeRefused:
 			checkKeys(t, typ, l, schema.Refused{})
 		case schema.TypeRecord:
@@ -115,15 +134,34 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 			}
 			for _, raw := range rawRows(t, l) {
 				checkKeys(t, "aggregate row", raw, schema.AggRow{})
+				if a.Kind == "histogram" { // keyed by all three: every key written
+					for _, k := range []string{"funcId", "func", "channelId", "comm", "sum", "buckets"} {
+						if _, ok := raw[k]; !ok {
+							t.Errorf("histogram row lacks %q", k)
+						}
+					}
+				}
 			}
 		default:
 			t.Errorf("line type %q is not in the schema", typ)
 		}
 	}
 	for _, typ := range []string{schema.TypeHeader, schema.TypeClock, schema.TypeComm, schema.TypeRefused, schema.TypeRecord,
-		schema.TypeDumpStats, schema.TypeAggregate} {
+		schema.TypeDumpStats, schema.TypeAggregate, schema.TypeDevice} {
 		if seen[typ] == 0 {
 			t.Errorf("no %s line written", typ)
+		}
+	}
+}
+
+// allKeys fails for an optional key of v the line lacks: the line was
+// written with every optional value set.
+func allKeys(t *testing.T, what string, line map[string]json.RawMessage, v any) {
+	t.Helper()
+	_, optional := jsonKeys(v)
+	for _, k := range optional {
+		if _, ok := line[k]; !ok {
+			t.Errorf("%s line lacks %q, which %T names, though its value was set", what, k, v)
 		}
 	}
 }

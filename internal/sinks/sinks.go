@@ -4,7 +4,10 @@
 // never blocks the drain for long and never drops silently.
 package sinks
 
-import "github.com/ncclhooks/ncclhooks/internal/hookgen"
+import (
+	"github.com/ncclhooks/ncclhooks/internal/gpuinfo"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+)
 
 // Record is one decoded record of one hook on one device.
 type Record struct {
@@ -54,11 +57,13 @@ type AggSnapshot struct {
 }
 
 // AggRow is one key of an aggregate. FuncID and ChannelID are -1 when not a
-// key of the aggregate and -2 for the overflow key.
+// key of the aggregate, and they and Comm -2 for the overflow key; Comm is
+// read only when the aggregate is keyed by comm.
 type AggRow struct {
 	FuncID    int
 	FuncName  string
 	ChannelID int
+	Comm      int // the communicator's index on the device (its comm line)
 	Count     uint64
 	SumInt    int64   // sum, integer values
 	SumFloat  float64 // sum, float values
@@ -73,11 +78,23 @@ type Bucket struct {
 	Count uint64
 }
 
+// DeviceState is one device's identity and its state from NVML (fields nil
+// where a query failed, or all nil without NVML) at one moment.
+type DeviceState struct {
+	Device               int
+	TimeUnixNs           int64
+	Name, UUID, PCIBusID string
+	gpuinfo.State
+}
+
 // Dump is everything a sink gets at one dump interval (or at finalize).
 type Dump struct {
 	Stats []Stats       // every hook on every known device, idle ones too
 	Aggs  []AggSnapshot // every aggregate on every known device
-	Final bool
+	// Devices are the state of every known device (empty when the drainer
+	// has no DeviceState function).
+	Devices []DeviceState
+	Final   bool
 }
 
 // Sink is one output. Records arrive from the drainer; Dump is called after

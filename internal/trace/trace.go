@@ -1,6 +1,7 @@
 // Package trace turns ncclhooks JSON lines outputs into a Chrome trace event
 // format file (JSON) that the Perfetto UI and chrome://tracing open: a process
-// per device, a track per channel, a complete slice per work item (START and
+// per device of each process (GPU by UUID, rank, host and pid in its name:
+// every process of a job sees its GPU as device 0), a track per channel, a complete slice per work item (START and
 // STOP paired, or a STOP with its recorded duration) named after the NCCL
 // function, a counter track of drops from the dump_stats lines, and a
 // counter track per on-device aggregate, drawn from its snapshots.
@@ -37,7 +38,7 @@ type Summary struct {
 	Counters       int // drop counter samples
 	AggCounters    int // aggregate counter samples (one per aggregate line)
 	AggTracks      int // aggregate counter tracks: one per aggregate and device
-	Processes      int // devices (per host)
+	Processes      int // devices (per process)
 	Tracks         int // channel tracks, extra lanes included
 	UnpairedStarts uint64
 	UnpairedStops  uint64
@@ -94,18 +95,20 @@ func Write(w io.Writer, inputs []string, opts report.Options) (*Summary, error) 
 }
 
 type builder struct {
-	run     *report.Run
-	hostIdx map[string]int    // host -> index in sorted order
-	pids    map[[2]string]int // (host, device) -> pid
-	procs   map[int]string    // pid -> name
-	hookIdx map[string]int
-	slices  []slice
-	noClock map[string]bool
-	sum     Summary
+	run       *report.Run
+	hostIdx   map[string]int  // host -> index in sorted order
+	pids      map[procKey]int // (process, device) -> pid
+	procIdx   map[procKey]int // process (device -1) -> its index on its host
+	hostProcs map[string]int  // processes seen per host
+	procs     map[int]string  // pid -> name
+	hookIdx   map[string]int
+	slices    []slice
+	noClock   map[string]bool
+	sum       Summary
 }
 
 func newBuilder(run *report.Run) *builder {
-	b := &builder{run: run, hostIdx: map[string]int{}, pids: map[[2]string]int{}, procs: map[int]string{}, hookIdx: map[string]int{}, noClock: map[string]bool{}}
+	b := &builder{run: run, hostIdx: map[string]int{}, pids: map[procKey]int{}, procIdx: map[procKey]int{}, hostProcs: map[string]int{}, procs: map[int]string{}, hookIdx: map[string]int{}, noClock: map[string]bool{}}
 	// pid = device on the first host; later hosts get 1000*host index + device.
 	var hosts []string
 	for _, f := range run.Files {
@@ -127,16 +130,54 @@ func newBuilder(run *report.Run) *builder {
 	return b
 }
 
+// procKey is one device of one process: a run of a process is one file,
+// named by host, pid and start time.
+type procKey struct {
+	host   string
+	pid    int
+	start  int64
+	device int
+}
+
+// pid is the trace process of a file's device, one for every device of
+// every process: 100000*host index + 100*the process's index on its host
+// (in the order read) + device.
 func (b *builder) pid(file, device int) int {
-	host := b.run.Files[file].Header.Host
-	k := [2]string{host, strconv.Itoa(device)}
+	h := b.run.Files[file].Header
+	k := procKey{h.Host, h.PID, h.StartUnixNs, device}
 	if p, ok := b.pids[k]; ok {
 		return p
 	}
-	p := 1000*b.hostIdx[host] + device
+	proc := procKey{h.Host, h.PID, h.StartUnixNs, -1}
+	idx, ok := b.procIdx[proc]
+	if !ok {
+		idx = b.hostProcs[h.Host]
+		b.hostProcs[h.Host]++
+		b.procIdx[proc] = idx
+	}
+	p := 100000*b.hostIdx[h.Host] + 100*idx + device
 	b.pids[k] = p
-	b.procs[p] = fmt.Sprintf("device %d (%s)", device, host)
+	b.procs[p] = b.procName(file, device)
 	return p
+}
+
+// procName names a trace process: the GPU (UUID and name, or the ordinal),
+// the ranks of its communicators, the host and the pid.
+func (b *builder) procName(file, device int) string {
+	f := b.run.Files[file]
+	var ranks []string
+	for k, c := range f.Comms {
+		if k[0] == device {
+			ranks = append(ranks, fmt.Sprintf("rank %d/%d", c.Rank, c.NRanks))
+		}
+	}
+	slices.Sort(ranks)
+	ranks = slices.Compact(ranks)
+	name := b.run.DeviceLabel(file, device)
+	if len(ranks) > 0 {
+		name = strings.Join(ranks, ", ") + " " + name
+	}
+	return name
 }
 
 // hostNs places a device timestamp of a file's device on the host timeline.

@@ -155,11 +155,13 @@ func TestTraceFromRun(t *testing.T) {
 	if int(last) != truths[1].Dropped {
 		t.Errorf("last drop counter %v, want %d", last, truths[1].Dropped)
 	}
-	if p.procNames[0] != "device 0 (node0)" || p.procNames[1] != "device 1 (node0)" || len(p.procNames) != 2 {
+	// Rank r is process 4242+r on device r: a trace process per device of
+	// each process, 100 apart per process.
+	if p.procNames[0] != "node0 pid 4242 device 0" || p.procNames[101] != "node0 pid 4243 device 1" || len(p.procNames) != 2 {
 		t.Errorf("process names %v", p.procNames)
 	}
 	for ch := 0; ch < 3; ch++ {
-		if p.thrNames[[2]int{1, ch}] != "channel "+strconv.Itoa(ch) {
+		if p.thrNames[[2]int{101, ch}] != "channel "+strconv.Itoa(ch) {
 			t.Errorf("thread names %v", p.thrNames)
 		}
 	}
@@ -197,7 +199,9 @@ func TestTraceFromRun(t *testing.T) {
 }
 
 // Two communicators on one device with the same channel ids: their work
-// items overlap in time and must go to separate lanes of the channel.
+// items overlap in time and must go to separate lanes of the channel. The
+// two files have the same host, pid and start time: one process, as if its
+// communicators' records had been split over two files.
 func TestTraceOverlappingCommunicatorsGetLanes(t *testing.T) {
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a.jsonl"), filepath.Join(dir, "b.jsonl")
@@ -205,7 +209,7 @@ func TestTraceOverlappingCommunicatorsGetLanes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb, err := reporttest.Write(b, reporttest.Options{Seed: 2, PID: 2, Channels: 2, Items: 30})
+	tb, err := reporttest.Write(b, reporttest.Options{Seed: 2, PID: 1, Channels: 2, Items: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +232,22 @@ func TestTraceOverlappingCommunicatorsGetLanes(t *testing.T) {
 	}
 }
 
+// Two processes of one host that both saw their GPU as device 0 (a job
+// with one process per GPU) are two trace processes, not one.
+func TestTraceProcessesOfOneHostStayApart(t *testing.T) {
+	dir := t.TempDir()
+	for _, pid := range []int{7, 8} {
+		if _, err := reporttest.Write(filepath.Join(dir, fmt.Sprintf("p%d.jsonl", pid)), reporttest.Options{Seed: uint64(pid), PID: pid, Items: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, sum := writeTrace(t, dir)
+	p := validate(t, data)
+	if sum.Processes != 2 || p.procNames[0] != "node0 pid 7 device 0" || p.procNames[100] != "node0 pid 8 device 0" {
+		t.Errorf("%d processes, names %v: want pid 7 and pid 8 apart", sum.Processes, p.procNames)
+	}
+}
+
 func TestTraceHostsGetDistinctProcesses(t *testing.T) {
 	dir := t.TempDir()
 	for i, host := range []string{"nodeB", "nodeA"} {
@@ -237,7 +257,7 @@ func TestTraceHostsGetDistinctProcesses(t *testing.T) {
 	}
 	data, _ := writeTrace(t, dir)
 	p := validate(t, data)
-	if p.procNames[0] != "device 0 (nodeA)" || p.procNames[1000] != "device 0 (nodeB)" {
+	if p.procNames[0] != "nodeA pid 4242 device 0" || p.procNames[100000] != "nodeB pid 4242 device 0" {
 		t.Errorf("process names %v", p.procNames)
 	}
 }

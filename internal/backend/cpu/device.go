@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/ncclhooks/ncclhooks/internal/backend"
 	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
@@ -173,6 +174,9 @@ func (d *device) WriteFuncSets(sets [][]uint32) error {
 // Model names the host CPU that runs the hooks ("cpu: AMD EPYC"), from
 // /proc/cpuinfo; "cpu" where that does not say.
 func (d *device) Model() string { return cpuModel() }
+
+// Identity is the host CPU's model: a simulated device has no UUID or bus.
+func (d *device) Identity() backend.Identity { return backend.Identity{Name: cpuModel()} }
 
 var cpuModel = sync.OnceValue(func() string {
 	data, err := os.ReadFile("/proc/cpuinfo")

@@ -304,6 +304,11 @@ func (d *Device) WriteFuncSets(sets [][]uint32) error {
 // Model is the GPU's name as the driver reports it ("NVIDIA H200").
 func (d *Device) Model() string { return d.d.Name() }
 
+// Identity is the GPU's name, UUID and PCI bus id from the driver.
+func (d *Device) Identity() backend.Identity {
+	return backend.Identity{Name: d.d.Name, UUID: d.d.UUID, PCIBusID: d.d.PCIBusID}
+}
+
 // Clock pairs the host clock with the device's globaltimer: a one-thread
 // kernel stores the timer, bracketed by host readings, and the midpoint is
 // taken; of three tries, the tightest bracket wins.

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/ncclhooks/ncclhooks/internal/gpuinfo"
 )
 
 // Func is one NCCL device function the synthetic workload runs.
@@ -61,6 +63,10 @@ type Options struct {
 	// Model is the device model written in the clock lines ("" leaves it
 	// out, as outputs before models were recorded).
 	Model string
+	// ClockEventReasons, when set, writes a device line per device (named
+	// Model) with these NVML clock event reasons, as a throttled GPU's
+	// outputs have.
+	ClockEventReasons uint64
 }
 
 func (o *Options) defaults() {
@@ -139,6 +145,16 @@ func Write(path string, o Options) (*Truth, error) {
 			clock["model"] = o.Model
 		}
 		line(clock)
+		if o.ClockEventReasons != 0 {
+			r := o.ClockEventReasons
+			dl := map[string]any{"type": "device", "device": d, "time_unix_ns": StartUnixNs, "name": o.Model,
+				"uuid": fmt.Sprintf("GPU-%08x-0000-0000-0000-%012x", o.PID, d), "clock_event_reasons": r,
+				"throttle": gpuinfo.ReasonNames(r)}
+			if gpuinfo.Slowdown(r) != 0 {
+				dl["slowdown"] = true
+			}
+			line(dl)
+		}
 	}
 	truth := &Truth{Durations: map[string][]uint64{}}
 	for _, dev := range o.Devices {
