@@ -306,7 +306,7 @@ func (d *Device) Model() string { return d.d.Name() }
 
 // Identity is the GPU's name, UUID and PCI bus id from the driver.
 func (d *Device) Identity() backend.Identity {
-	return backend.Identity{Name: d.d.Name, UUID: d.d.UUID, PCIBusID: d.d.PCIBusID}
+	return backend.Identity{Name: d.d.Name(), UUID: d.d.UUID(), PCIBusID: d.d.PCIBusID()}
 }
 
 // Clock pairs the host clock with the device's globaltimer: a one-thread

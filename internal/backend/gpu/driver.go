@@ -14,6 +14,10 @@ import (
 type driver interface {
 	Ordinal() int
 	Name() string
+	// UUID and PCIBusID name the GPU across processes ("" where the driver
+	// does not say).
+	UUID() string
+	PCIBusID() string
 	CanMapHost() bool
 	NewStream() (stream, error)
 	Load(img *cuda.Image) (module, error)
@@ -48,6 +52,8 @@ type cudaDriver struct{ d *cuda.Device }
 
 func (c cudaDriver) Ordinal() int     { return c.d.Ordinal }
 func (c cudaDriver) Name() string     { return c.d.Name }
+func (c cudaDriver) UUID() string     { return c.d.UUID }
+func (c cudaDriver) PCIBusID() string { return c.d.PCIBusID }
 func (c cudaDriver) CanMapHost() bool { return c.d.CanMapHost }
 func (c cudaDriver) NewStream() (stream, error) {
 	s, err := c.d.NewStream()

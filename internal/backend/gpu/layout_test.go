@@ -69,6 +69,8 @@ func (f *fakeDriver) at(addr uint64, n int) ([]byte, error) {
 
 func (f *fakeDriver) Ordinal() int               { return 3 }
 func (f *fakeDriver) Name() string               { return "fake GPU" }
+func (f *fakeDriver) UUID() string               { return "" }
+func (f *fakeDriver) PCIBusID() string           { return "" }
 func (f *fakeDriver) CanMapHost() bool           { return true }
 func (f *fakeDriver) NewStream() (stream, error) { return fakeStream{}, nil }
 func (f *fakeDriver) Load(*cuda.Image) (module, error) {
