@@ -42,7 +42,7 @@ export NCCL_HOOKS_CACHE_DIR=$W/cache
 [ -f "$INC/nccl.h" ] || { echo "FAIL $LABEL: no nccl.h in $INC"; exit 1; }
 version=$(grep -m3 -E '#define NCCL_(MAJOR|MINOR|PATCH) ' "$INC/nccl.h" | awk '{printf "%s%s", (NR>1?".":""), $3}')
 
-"$NVCC" -std=c++17 -O2 -arch="${ARCH:-sm_90}" -o "$W/accept" nccl/accept/accept.cu -I"$INC" "$LIB/libnccl.so.2" -lpthread \
+"$NVCC" -std=c++17 -O2 -arch="${ARCH:-sm_90}" -o "$W/accept" nccl/accept/accept.cu -I"$INC" -Xlinker "$LIB/libnccl.so.2" -lpthread \
   -Xlinker -rpath -Xlinker "$LIB" > "$W/accept-build.log" 2>&1 ||
   { echo "FAIL $LABEL: building nccl/accept/accept.cu against $INC and $LIB/libnccl.so.2:"; cat "$W/accept-build.log"; exit 1; }
 
