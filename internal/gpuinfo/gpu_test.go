@@ -38,6 +38,10 @@ func TestGPUIdentityAndState(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NVML on a machine with a GPU: %v", err)
 	}
+	if r := nv.Init(); r != gpuinfo.Success {
+		t.Fatalf("nvmlInit: %d", r)
+	}
+	defer nv.Shutdown()
 	h, r := nv.DeviceGetHandleByUUID(dev.UUID)
 	if r != gpuinfo.Success {
 		t.Fatalf("NVML does not know the driver's UUID %s: %d", dev.UUID, r)
