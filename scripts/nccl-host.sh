@@ -79,8 +79,14 @@ for p in examples/*.yaml; do
     [ "$src" = "$SOURCE" ] || why+=("the plugin's INFO says source '$src', expected '$SOURCE' (NCCL_HOOKS_SOURCE=$SOURCE)")
     [ $crc = 0 ] || why+=("ncclhooks check found a mismatch (below)")
     [ "$warns" = 0 ] || why+=("$warns NCCL WARN lines")
-    if "$CLI" validate --no-gpu-check "$p" | grep -qE 'record +[1-9]'; then
-      [ "$recs" != 0 ] || why+=("no record lines: NCCL reported no kernel channels (host), or the hook was never called (device)")
+    if [ "$SOURCE" = host ] && [ "$recs" = 0 ]; then
+      # accept's communicators have one rank each: NCCL reports kernel channels only from proxy
+      # operations, and send/recv to self has none (enqueue.cc: nProxyOps = selfSend ? 0 : 2).
+      echo "  NOTE $LABEL host $name c$comms: no kernel-channel events, as expected of 1-rank communicators (send/recv to self has no proxy operations, where NCCL reports kernel channels); records from host events need 2 or more ranks"
+    elif [ "$name" = all-events ]; then
+      # It records every event; the others filter (field-capture keeps AllReduce only, which
+      # 1-rank communicators never launch) or aggregate.
+      [ "$recs" != 0 ] || why+=("no record lines: the hook was never called")
     elif [ "$rows" = 0 ]; then
       why+=("no final aggregate line")
     fi

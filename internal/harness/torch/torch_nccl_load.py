@@ -115,7 +115,8 @@ def main():
         failures.append(f"plugin init lines: {len(inits)}, want >= {2 * world}")
     if len(finals) < 2 * world:
         failures.append(f"plugin finalize lines: {len(finals)}, want >= {2 * world}")
-    failures += check_outputs(outdir, [p.pid for p in procs])
+    out_failures, none_possible = check_outputs(outdir, [p.pid for p in procs], world)
+    failures += out_failures
     for l in log.splitlines():
         if "ncclhooks" in l or "PROFILER/Plugin" in l or l.startswith("RESULT") or l.startswith("EXIT") or "WARN" in l:
             print(l)
@@ -123,13 +124,22 @@ def main():
     if failures:
         print("FAIL: " + "; ".join(failures))
         return 1
+    if none_possible:
+        print("SKIP: the plugin loaded and its accounting is exact, but at world size 1 NCCL's host events "
+              "have no kernel channels to record (a 1-rank all-reduce launches no kernel, and send/recv to self "
+              "has no proxy operations, which is where NCCL reports kernel channels: enqueue.cc, "
+              "nProxyOps = selfSend ? 0 : 2); run on 2 or more GPUs to see records from host events")
+        return 77
     print("PASS")
     return 0
 
 
-def check_outputs(outdir, pids):
-    """Each worker's output has records (or aggregate rows) and exact accounting."""
-    failures = []
+def check_outputs(outdir, pids, world):
+    """Each worker's output has records (or aggregate rows) and exact accounting.
+
+    Returns the failures, and whether every output was empty only because no
+    record was possible: host events at world size 1 (see main)."""
+    failures, none_possible = [], False
     for pid in pids:
         files = glob.glob(os.path.join(outdir, f"ncclhooks-*-{pid}.jsonl")) + \
             glob.glob(os.path.join(outdir, f"ncclhooks-*-{pid}.*.jsonl"))
@@ -160,7 +170,9 @@ def check_outputs(outdir, pids):
                for (h, d), s in finals.items() if s["records_total"] + s["dropped_total"] != s["matched_total"]]
         print(f"OUTPUT pid={pid} file={files[0]} backend={header.get('backend')} records={records} "
               f"aggregate_rows={rows} functions={sorted(funcs)} final_dumps={len(finals)}")
-        if records == 0 and rows == 0:
+        if records == 0 and rows == 0 and world == 1 and header.get("backend") == "host":
+            none_possible = True
+        elif records == 0 and rows == 0:
             failures.append(f"worker pid {pid}: {files[0]} has no record lines and no aggregate rows: "
                             f"the plugin loaded but recorded nothing (backend {header.get('backend')!r}; "
                             "on released NCCL it should be 'host': see the ncclhooks INFO lines above)")
@@ -170,7 +182,7 @@ def check_outputs(outdir, pids):
             failures.append(f"worker pid {pid}: inexact accounting: " + "; ".join(bad))
         if funcs and not any(fn.startswith("AllReduce") or fn == "SendRecv" for fn in funcs):
             failures.append(f"worker pid {pid}: neither AllReduce nor SendRecv among the functions {sorted(funcs)}")
-    return failures
+    return failures, none_possible and not failures
 
 
 if __name__ == "__main__":
