@@ -377,7 +377,8 @@ func (s *Session) identifyDevice(ord int, c *comm) {
 }
 
 // gpuName names device ord's GPU in the Prometheus outputs (the file name
-// and the gpu label): by ordinal until the device's UUID is known.
+// and the gpu label) before it is loaded: by ordinal; loadDevice renames it
+// by its UUID.
 func gpuName(ord int) string { return sinks.GPUName(ord, "") }
 
 // waitingComm is the oldest communicator that has not asked for a hook.
@@ -416,6 +417,11 @@ func (s *Session) loadDevice(ord int) backend.Device {
 		return nil
 	}
 	s.devices[ord] = d
+	if u := d.Identity().UUID; s.prom != nil && u != "" {
+		// Microseconds after the device joined the drainer: only a dump in
+		// that window would write a textfile under the ordinal's name.
+		s.prom.NameGPU(ord, sinks.GPUName(ord, u))
+	}
 	if err := s.jsonl.Device(ptr(identity(d))); err != nil {
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: writing the device line: %v", err))
 	}

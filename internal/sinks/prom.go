@@ -125,6 +125,17 @@ func (p *Prom) Identify(device int, id DeviceIdentity) {
 	p.ids[device] = id
 }
 
+// NameGPU names a device's GPU (GPUName of its UUID) once the device is
+// loaded, keeping the rank Identify gave: before the load only the ordinal
+// is known. Call it before the device's first dump.
+func (p *Prom) NameGPU(device int, gpu string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id := p.identity(device)
+	id.GPU = gpu
+	p.ids[device] = id
+}
+
 // identity is a device's identity, the ordinal's defaults where Identify
 // was not called.
 func (p *Prom) identity(device int) DeviceIdentity {

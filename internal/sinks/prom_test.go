@@ -505,3 +505,33 @@ func TestPromOneFilePerProcessWithIdentity(t *testing.T) {
 		}
 	}
 }
+
+// NameGPU renames a device's textfile and gpu label by its UUID and keeps
+// the rank Identify gave.
+func TestNameGPUKeepsTheRank(t *testing.T) {
+	dir := t.TempDir()
+	p, err := sinks.NewProm(dir, sinks.PromOptions{Host: "h", PID: 42, DumpStats: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	p.Identify(0, sinks.DeviceIdentity{GPU: sinks.GPUName(0, ""), Rank: "3"})
+	if got := filepath.Base(p.Path(0)); got != "ncclhooks_dev0_42.prom" {
+		t.Fatalf("before NameGPU: %s", got)
+	}
+	uuid := "GPU-4996d1fc-e0c2-6530-2a9c-092dd0e46471"
+	p.NameGPU(0, sinks.GPUName(0, uuid))
+	if got, want := filepath.Base(p.Path(0)), "ncclhooks_"+uuid+"_42.prom"; got != want {
+		t.Fatalf("after NameGPU: %s, want %s", got, want)
+	}
+	if err := p.Dump(&sinks.Dump{Stats: []sinks.Stats{{Hook: "a", Device: 0, Matched: 5, Records: 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(p.Path(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `gpu="`+uuid+`"`) || !strings.Contains(string(b), `rank="3"`) {
+		t.Fatalf("textfile lacks the UUID's gpu label or rank 3:\n%s", b)
+	}
+}
