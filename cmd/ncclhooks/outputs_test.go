@@ -177,15 +177,17 @@ func asFloat(v any) float64 {
 }
 
 // halves names the runs of a directory of runs as two sides, --base the
-// first half and --new the second: runs of the same build, interleaved
+// even ones and --new the odd ones: runs of the same build, interleaved
 // with everything else the test ran.
 func halves(t *testing.T, dir string) []string {
 	t.Helper()
 	runs, _ := filepath.Glob(filepath.Join(dir, "run-*"))
 	var args []string
 	for i, r := range runs {
+		// Alternate runs, not the first half against the second: a load
+		// that changes during the test must not look like a regression.
 		side := "--base"
-		if i >= len(runs)/2 {
+		if i%2 == 1 {
 			side = "--new"
 		}
 		args = append(args, side, r)
@@ -239,13 +241,17 @@ func TestDiffOfRealRuns(t *testing.T) {
 
 // An aggregate-only profile, run for real: the log2 histogram's p50 is
 // compared to its bucket only (a 5% or 20% slowdown stays inside it and is
-// not claimed), the minimum shows 5% (at 30 runs per side, --max-regress
-// 0%) and 20% (the defaults), and 8x moves the p50 at least two buckets up
-// (three from 1-2 us), which the buckets alone show.
+// not claimed), the minimum shows 20% (the defaults), and 8x moves the p50
+// at least two buckets up (three from 1-2 us), which the buckets alone
+// show. Whether the minimum shows 5% is a measurement, as for records
+// (examples/ci/calibrate.sh): on a loaded 2-core CI machine 30 runs per side
+// at --max-regress 0% missed it (1 in 2 under -race with another package).
 func TestDiffOfRealAggregateOnlyRuns(t *testing.T) {
-	dirs := harnessRuns(t, "testdata/agg-only.yaml", 30, nil, []string{"--slowdown", "1.05"})
-	base, slow5 := dirs[0], dirs[1]
-	slow20 := harnessRuns(t, "testdata/agg-only.yaml", 10, []string{"--slowdown", "1.2"})[0]
+	// Interleaved, so that a machine whose load changes during the test
+	// slows every set alike (10 runs of the 20% set taken after the others
+	// once showed no regression on a loaded CI machine).
+	dirs := harnessRuns(t, "testdata/agg-only.yaml", 30, nil, []string{"--slowdown", "1.05"}, []string{"--slowdown", "1.2"})
+	base, slow5, slow20 := dirs[0], dirs[1], dirs[2]
 	stats := []string{"--stat", "p50,min"}
 	d, code, out := diffJSON(t, append(halves(t, base), stats...)...)
 	if code != 0 || d.Result != "PASS" || d.Compared != 2*23 || d.NotCompared != 23 {
@@ -255,7 +261,7 @@ func TestDiffOfRealAggregateOnlyRuns(t *testing.T) {
 		dir     string
 		flags   []string
 		minimum int // minima that must regress
-	}{{slow5, []string{"--max-regress", "0%"}, 1}, {slow20, nil, 20}} {
+	}{{slow20, nil, 20}} { // 5%: see the comment above
 		d, code, out := diffJSON(t, append(append([]string{base, c.dir}, stats...), c.flags...)...)
 		if code != 1 {
 			t.Errorf("%s: exit %d, want 1:\n%.3000s", c.dir, code, out)
