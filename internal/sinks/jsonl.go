@@ -169,7 +169,10 @@ func (j *JSONL) flushLocked() error {
 		j.shed.Store(false)
 	}
 	data := j.meta
-	if len(j.recs) > 0 {
+	switch {
+	case len(j.meta) == 0:
+		data = j.recs // the usual case: no copy of the records
+	case len(j.recs) > 0:
 		data = append(j.meta, j.recs...)
 		j.meta = data[:len(j.meta)] // same contents; data may have grown it
 	}
