@@ -312,9 +312,7 @@ func (c *ByCollector) aggregates(run *Run, rep *ByReport) {
 // Write writes the grouped report in format f.
 func (r *ByReport) Write(w io.Writer, f Format) error {
 	if f == JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return writeJSON(w, r)
 	}
 	var b strings.Builder
 	if f == Markdown {

@@ -84,9 +84,7 @@ func (g *grid) write(w io.Writer, f Format) error {
 // all-channels row unless summary is set.
 func (r *Report) Write(w io.Writer, f Format, summary bool) error {
 	if f == JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return writeJSON(w, r)
 	}
 	var b strings.Builder
 	if f == Markdown {
@@ -270,9 +268,7 @@ func runsText(runs []string) string {
 // (rows not compared are only counted, except in JSON).
 func (d *Diff) Write(w io.Writer, f Format) error {
 	if f == JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(d)
+		return writeJSON(w, d)
 	}
 	var b strings.Builder
 	if f == Markdown {
@@ -388,4 +384,11 @@ func changeText(c Change) string {
 		s += " of p50"
 	}
 	return s
+}
+
+// writeJSON writes v as indented JSON, the --json form of every report.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -83,14 +83,7 @@ func appendDevice(b []byte, d *DeviceState) []byte {
 		u64("clock_event_reasons", r)
 		if names := gpuinfo.ReasonNames(*r); len(names) > 0 {
 			b = appendKey(b, "throttle")
-			b = append(b, '[')
-			for i, n := range names {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = appendString(b, n)
-			}
-			b = append(b, ']')
+			b = appendStrings(b, names)
 		}
 		if gpuinfo.Slowdown(*r) != 0 {
 			b = append(b, `,"slowdown":true`...)
@@ -120,14 +113,8 @@ func appendAggregate(b []byte, a *AggSnapshot) []byte {
 	b = appendKey(b, "kind")
 	b = appendString(b, string(agg.Kind))
 	b = appendKey(b, "by")
-	b = append(b, '[')
-	for i, k := range agg.By {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, k)
-	}
-	b = append(b, `],"time_unix_ns":`...)
+	b = appendStrings(b, agg.By)
+	b = append(b, `,"time_unix_ns":`...)
 	b = strconv.AppendInt(b, a.TimeUnixNs, 10)
 	b = append(b, `,"final":`...)
 	b = strconv.AppendBool(b, a.Final)
@@ -284,6 +271,18 @@ func appendStringMap2(b []byte, m map[string]map[string]string) []byte {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// appendStrings writes ss as a JSON array of strings.
+func appendStrings(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
+}
 
 // appendString writes s as a JSON string.
 func appendString(b []byte, s string) []byte {

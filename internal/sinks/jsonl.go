@@ -225,14 +225,7 @@ func (j *JSONL) writeHeader(h *Header) {
 	}
 	if len(h.Funcs) > 0 {
 		b = appendKey(b, "funcs")
-		b = append(b, '[')
-		for i, n := range h.Funcs {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, n)
-		}
-		b = append(b, ']')
+		b = appendStrings(b, h.Funcs)
 	}
 	j.b = append(b, "}\n"...)
 }
