@@ -76,20 +76,7 @@ static void installJobHandler(const char* when) {
 static const char* names[] = {"AllReduce_Sum_f32_RING_LL", "AllGather_RING_SIMPLE", "ReduceScatter_Sum_bf16_RING_LL128"};
 const char* ncclProfilerDevFuncName(int id) { return id >= 0 && id < 3 ? names[id] : NULL; }
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static void logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  (void)flags; (void)file; (void)line;
-  char buf[8192];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  for (char* p = buf; *p; p++) if (*p == '\n') *p = ' ';
-  pthread_mutex_lock(&mu);
-  printf("LOG %d %s\n", level, buf);
-  fflush(stdout);
-  pthread_mutex_unlock(&mu);
-}
+#include "driverlog.h"
 
 typedef struct { ncclProfilerDevHook_t hook; void* ctx; int channel, items; uint64_t base; } chan_t;
 

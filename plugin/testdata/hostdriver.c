@@ -38,20 +38,7 @@ int ncclGetVersion(int* v) {
   return 0;
 }
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static void logger(int level, unsigned long flags, const char* file, int line, const char* fmt, ...) {
-  (void)flags; (void)file; (void)line;
-  char buf[8192];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  for (char* p = buf; *p; p++) if (*p == '\n') *p = ' ';
-  pthread_mutex_lock(&mu);
-  printf("LOG %d %s\n", level, buf);
-  fflush(stdout);
-  pthread_mutex_unlock(&mu);
-}
+#include "driverlog.h"
 
 // What the launches are: func, datatype, algo, proto (NULL for P2p), as
 // NCCL's *ToString functions spell them.
