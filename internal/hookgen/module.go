@@ -246,50 +246,141 @@ func (l *Layout) Prepare() {
 	}
 }
 
-// Decode unpacks a payload (len >= l.Bytes) into one value per field. It
-// runs for every drained record: fields prepared by Generate skip the
-// type-name switch.
+// Decode unpacks a payload (len >= l.Bytes) into one value per field,
+// setting each value's Type. The drain decodes through a Decoder instead,
+// which sets the types once.
 func (l *Layout) Decode(payload []byte, out []Value) []Value {
 	n := len(l.Fields)
 	if cap(out) < n {
 		out = make([]Value, n)
 	}
 	out = out[:n]
-	le := binary.LittleEndian
 	for i := range l.Fields {
 		f := &l.Fields[i]
+		out[i] = Value{Type: f.Type}
 		k := f.dec
 		if k == 0 {
 			k = kindOf(f.Type)
 		}
-		o := f.Offset
-		v := &out[i]
-		if v.Type != f.Type { // values are reused record after record
-			v.Type = f.Type
-		}
-		v.U, v.I, v.F = 0, 0, 0
-		switch k {
-		case decU8:
-			v.U = uint64(payload[o])
-		case decU16:
-			v.U = uint64(le.Uint16(payload[o:]))
-		case decU32:
-			v.U = uint64(le.Uint32(payload[o:]))
-		case decU64:
-			v.U = le.Uint64(payload[o:])
-		case decI8:
-			v.I = int64(int8(payload[o]))
-		case decI16:
-			v.I = int64(int16(le.Uint16(payload[o:])))
-		case decI32:
-			v.I = int64(int32(le.Uint32(payload[o:])))
-		case decI64:
-			v.I = int64(le.Uint64(payload[o:]))
-		case decF32:
-			v.F = float64(math.Float32frombits(le.Uint32(payload[o:])))
-		case decF64:
-			v.F = math.Float64frombits(le.Uint64(payload[o:]))
-		}
+		decodeField(k, payload[f.Offset:], &out[i])
 	}
 	return out
+}
+
+// decodeField sets the one member of v that kind k uses from the field's
+// little-endian bytes at the start of b.
+func decodeField(k decodeKind, b []byte, v *Value) {
+	le := binary.LittleEndian
+	switch k {
+	case decU8:
+		v.U = uint64(b[0])
+	case decU16:
+		v.U = uint64(le.Uint16(b))
+	case decU32:
+		v.U = uint64(le.Uint32(b))
+	case decU64:
+		v.U = le.Uint64(b)
+	case decI8:
+		v.I = int64(int8(b[0]))
+	case decI16:
+		v.I = int64(int16(le.Uint16(b)))
+	case decI32:
+		v.I = int64(int32(le.Uint32(b)))
+	case decI64:
+		v.I = int64(le.Uint64(b))
+	case decF32:
+		v.F = float64(math.Float32frombits(le.Uint32(b)))
+	case decF64:
+		v.F = math.Float64frombits(le.Uint64(b))
+	}
+}
+
+// A Decoder decodes the payloads of one layout into values it typed once
+// (Values), so that per record it writes one member per field and nothing
+// else: the drain decodes every record it delivers.
+type Decoder struct {
+	fields []fieldCodec
+	types  []config.Type
+}
+
+// fieldCodec is what decoding one field needs, packed: where its bytes are,
+// how many, and what they hold.
+type fieldCodec struct {
+	offset uint32
+	size   uint8 // bytes: 1, 2, 4 or 8
+	shift  uint8 // signed: 64 - 8*size, the sign extension
+	class  valueClass
+}
+
+type valueClass uint8
+
+const (
+	classU valueClass = iota
+	classI
+	classF32
+	classF64
+)
+
+func codecOf(f FieldLayout) fieldCodec {
+	c := fieldCodec{offset: uint32(f.Offset), size: uint8(f.Type.Bytes())}
+	switch {
+	case f.Type == config.F32:
+		c.class = classF32
+	case f.Type == config.F64:
+		c.class = classF64
+	case f.Type.IsSigned():
+		c.class, c.shift = classI, 64-8*c.size
+	}
+	return c
+}
+
+// NewDecoder returns the decoder of l.
+func (l *Layout) NewDecoder() *Decoder {
+	d := &Decoder{fields: make([]fieldCodec, len(l.Fields)), types: make([]config.Type, len(l.Fields))}
+	for i, f := range l.Fields {
+		d.fields[i] = codecOf(f)
+		d.types[i] = f.Type
+	}
+	return d
+}
+
+// Values returns the values of n records, back to back, typed and zero.
+func (d *Decoder) Values(n int) []Value {
+	vs := make([]Value, n*len(d.fields))
+	for i := range vs {
+		vs[i].Type = d.types[i%len(d.fields)]
+	}
+	return vs
+}
+
+// Decode unpacks payload into out: one record's values from Values, which
+// only Decode has written since.
+func (d *Decoder) Decode(payload []byte, out []Value) {
+	out = out[:len(d.fields)]
+	le := binary.LittleEndian
+	for i, f := range d.fields {
+		b := payload[f.offset:]
+		var u uint64
+		switch f.size {
+		case 1:
+			u = uint64(b[0])
+		case 2:
+			u = uint64(le.Uint16(b))
+		case 4:
+			u = uint64(le.Uint32(b))
+		default:
+			u = le.Uint64(b)
+		}
+		v := &out[i]
+		switch f.class {
+		case classU:
+			v.U = u
+		case classI:
+			v.I = int64(u<<f.shift) >> f.shift
+		case classF32:
+			v.F = float64(math.Float32frombits(uint32(u)))
+		default:
+			v.F = math.Float64frombits(u)
+		}
+	}
 }

@@ -68,6 +68,8 @@ type consumer struct {
 	popped                   uint64
 	lastRecords, lastDropped uint64
 	funcField                int // index of the funcId-sourced field, -1 if none
+	decoder                  *hookgen.Decoder
+	values                   []hookgen.Value // a batch of records' values, typed by decoder
 }
 
 func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uint32, head uint64, ringCap int) (*consumer, error) {
@@ -173,6 +175,11 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 			k.skipHoles(head, ps)
 			break
 		}
+		if n := k.emitRun(head); n > 0 {
+			k.pos += n
+			res.pushed = true
+			continue
+		}
 		switch k.decide(head, ps, &res) {
 		case stepAgain:
 			continue
@@ -243,6 +250,56 @@ func (k *consumer) decide(head uint64, ps *pass, res *passResult) step {
 		return k.unwritten(p, head, s, holeTaken, ps)
 	}
 	return stepDecided
+}
+
+// emitRun emits the run of complete records that starts at pos, as far as
+// the stage and the ring's free room go, straight from the stage into the
+// ring, and publishes them with one store of the ring's head. It returns
+// how many it emitted; decide handles the position that ends the run. This
+// is the drain's common case, taken without decide's per-position steps.
+func (k *consumer) emitRun(head uint64) uint64 {
+	p0 := k.pos
+	if p0 < k.stageFrom || p0 >= k.stageTo {
+		k.fill(p0, head)
+	}
+	r := k.ring
+	h := r.head.Load()
+	room := uint64(len(r.seqs)) - (h - r.tailSeen)
+	if room == 0 {
+		r.tailSeen = r.tail.Load()
+		if room = uint64(len(r.seqs)) - (h - r.tailSeen); room == 0 {
+			return 0
+		}
+	}
+	end := min(k.stageTo, head, p0+room)
+	if k.dropNewest {
+		end = min(end, k.limitTried)
+	}
+	c := k.chunks
+	staged := k.stage[int(p0-k.stageFrom)*c:]
+	n := uint64(0)
+	for p := p0; p < end; p++ {
+		s := uint32(p + 1)
+		words := staged[int(n)*c : int(n+1)*c]
+		for _, w := range words {
+			if uint32(w>>32) != s {
+				goto done
+			}
+		}
+		i := (h + n) & r.mask
+		buf := r.payloads[int(i)*r.stride : int(i+1)*r.stride]
+		for j, w := range words {
+			binary.LittleEndian.PutUint32(buf[4*j:], uint32(w))
+		}
+		r.seqs[i] = p
+		n++
+	}
+done:
+	if n > 0 {
+		r.pushed += n
+		r.head.Store(h + n) // publishes seqs and payloads to the consumer
+	}
+	return n
 }
 
 // reserve returns the ring slot for the next record, or nil when the ring is

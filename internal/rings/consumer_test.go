@@ -395,3 +395,42 @@ func TestDropNewestKeepsRecordingUnderOverload(t *testing.T) {
 		t.Errorf("accounting: %+v, drops %v", st, d)
 	}
 }
+
+// A run of complete records is emitted straight into the ring as far as the
+// ring has room; the records that do not fit are ring_full drops, and a
+// partly written position ends the run without being emitted.
+func TestRunStopsAtRingRoomAndAtPartialRecords(t *testing.T) {
+	m := testModule(testHook("h", 64, config.OverwriteOldest))
+	dev := newFakeDevice(0, m)
+	k := consumerFor(t, dev, 4)
+	d := drops{}
+	t0 := time.Now()
+	for i := uint64(0); i < 6; i++ {
+		p, _ := dev.reserve(0)
+		dev.write(0, p, testPayload(100+i), 6, 0)
+	}
+	k.drainAt(dev, t0, false, d)
+	if k.pos != 6 || k.ring.Pushed() != 4 || d[stageRingFull] != 2 {
+		t.Fatalf("pos %d, pushed %d, drops %v; want 6, 4 and 2 ring_full", k.pos, k.ring.Pushed(), d)
+	}
+	var seqs []uint64
+	k.ring.Consume(8, func(seq uint64, payload []byte) {
+		seqs = append(seqs, seq)
+		if want := testPayload(100 + seq); string(payload[:len(want)]) != string(want) {
+			t.Errorf("position %d: payload %x, want %x", seq, payload[:len(want)], want)
+		}
+	})
+	if len(seqs) != 4 || seqs[0] != 0 || seqs[3] != 3 {
+		t.Fatalf("ring held positions %v, want 0..3", seqs)
+	}
+
+	// 6 complete, 7 partly written, 8 complete: the run ends at 7.
+	for i, words := range []int{6, 3, 6} {
+		p, _ := dev.reserve(0)
+		dev.write(0, p, testPayload(200+uint64(i)), words, 0)
+	}
+	r := k.drainAt(dev, t0, false, d)
+	if k.pos != 7 || !r.pending || k.ring.Len() != 1 {
+		t.Fatalf("pos %d, %+v, ring %d: want the run to end at the partial position 7", k.pos, r, k.ring.Len())
+	}
+}

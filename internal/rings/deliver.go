@@ -36,17 +36,18 @@ func (d *Drainer) deliverLoop() {
 // deliver hands k's ring records to the sink until upTo records of k have
 // been delivered in all, or the ring is empty (deliverMu held).
 func (d *Drainer) deliver(k *consumer, upTo uint64) {
-	layout := &k.info.Layout
-	nf := len(layout.Fields)
-	if need := d.opts.Batch * nf; len(d.values) < need {
-		d.values = make([]hookgen.Value, need)
+	nf := len(k.info.Layout.Fields)
+	if k.decoder == nil {
+		k.decoder = k.info.Layout.NewDecoder()
+		k.values = k.decoder.Values(d.opts.Batch)
 	}
 	for k.popped < upTo {
 		want := min(uint64(d.opts.Batch), upTo-k.popped)
 		d.recs = d.recs[:0]
 		n := k.ring.Consume(int(want), func(seq uint64, payload []byte) {
 			// Records and their values are reused batch after batch (the
-			// Sink contract): fill them in place.
+			// Sink contract): fill them in place. A consumer's values keep
+			// their types, so decoding writes only the numbers.
 			i := len(d.recs)
 			if i < cap(d.recs) {
 				d.recs = d.recs[:i+1]
@@ -55,7 +56,8 @@ func (d *Drainer) deliver(k *consumer, upTo uint64) {
 			}
 			r := &d.recs[i]
 			r.Hook, r.Device, r.Seq, r.FuncName = k.info, k.device, seq, ""
-			r.Values = layout.Decode(payload, d.values[i*nf:(i+1)*nf:(i+1)*nf])
+			r.Values = k.values[i*nf : (i+1)*nf : (i+1)*nf]
+			k.decoder.Decode(payload, r.Values)
 			if k.funcField >= 0 {
 				r.FuncName = d.funcName(r.Values[k.funcField])
 			}

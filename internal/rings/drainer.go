@@ -9,7 +9,6 @@ import (
 
 	"github.com/ncclhooks/ncclhooks/internal/abi"
 	"github.com/ncclhooks/ncclhooks/internal/backend"
-	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/sinks"
 )
 
@@ -100,7 +99,6 @@ type Drainer struct {
 	names     map[uint32]string // resolved names of ids >= funcCacheSize
 	nameCache []*string         // resolved names of ids < funcCacheSize
 	recs      []sinks.Record
-	values    []hookgen.Value
 	sinkErr   bool
 }
 
