@@ -50,9 +50,14 @@ const (
 	MaxChannels = 64 // NCCL's MAXCHANNELS; channel ids fit the event's u8
 	MaxComms    = 64
 	// maxBlocksPerSM bounds Comms*Channels per multiprocessor so that every
-	// communicator's blocks are resident at once and really overlap: sm_90
-	// fits 8 blocks of 256 threads; half of that leaves room for registers.
-	maxBlocksPerSM = 4
+	// communicator's blocks are resident at once and really overlap. The
+	// registers decide it: a block is 256 threads, each allocated at least
+	// hookRegisters (96) so that any hook the plugin accepts fits
+	// (reserveHookRegisters in kernel.go), and a multiprocessor has 65536
+	// (sm_50 to sm_90): 2 blocks while the harness kernel stays at or below
+	// 128 (TestHookKernelsReserveTheBudget checks both bounds). A 132-SM
+	// H200 runs 264 blocks at once (the bench's 4 comms x 16 channels: 64).
+	maxBlocksPerSM = 2
 )
 
 // DefaultConfig is a small run that moves real data on every channel of four

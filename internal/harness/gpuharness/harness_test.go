@@ -278,3 +278,30 @@ func TestThroughputMeetsPacedRate(t *testing.T) {
 	WriteThroughputTable(&buf, rows)
 	t.Logf("throughput on %s (%d comms x %d channels):\n%s", f.dev.Name, cfg.Comms, cfg.Channels, buf.String())
 }
+
+// TestHookKernelsReserveTheBudget reads ptxas's register counts from the
+// harness module's compile log (New compiles it with -v): every kernel the
+// harness launches with a hook must have at least the registers of a hook
+// the plugin accepts, or such a hook faults it; and the harness kernel must
+// leave room for maxBlocksPerSM blocks per multiprocessor.
+func TestHookKernelsReserveTheBudget(t *testing.T) {
+	f := gpuFixture(t)
+	log := f.h.Image.Log
+	if log == "" {
+		t.Fatal("the harness module's compile log is empty: no ptxas -v output to check")
+	}
+	regs := kernelRegisters(log)
+	for _, k := range hookKernels {
+		n, ok := regs[k]
+		switch {
+		case !ok:
+			t.Errorf("%s: no register count in the compile log:\n%s", k, log)
+		case n < hookRegisters:
+			t.Errorf("%s has %d registers, fewer than the %d a hook the plugin accepts may use: such a hook faults it", k, n, hookRegisters)
+		}
+	}
+	if n := regs[kernelHarness]; n*threadsPerBlock*maxBlocksPerSM > registersPerSM {
+		t.Errorf("%s has %d registers: %d blocks of %d threads exceed a multiprocessor's %d (maxBlocksPerSM)", kernelHarness, n, maxBlocksPerSM, threadsPerBlock, registersPerSM)
+	}
+	t.Logf("registers on %s (%s): %v", f.dev.Name, f.dev.Arch(), regs)
+}

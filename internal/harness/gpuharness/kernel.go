@@ -1,6 +1,10 @@
 package gpuharness
 
-import "github.com/ncclhooks/ncclhooks/internal/abi"
+import (
+	"strconv"
+
+	"github.com/ncclhooks/ncclhooks/internal/abi"
+)
 
 // CUDA sources compiled at run time by NVRTC (always with -rdc=true, so that
 // calls through a function pointer into a separately loaded hook module
@@ -34,12 +38,49 @@ const (
 // threadsPerBlock is NCCL's block size for its collective kernels.
 const threadsPerBlock = 256
 
+// hookRegisters is the register budget of a hook: the register count of
+// NCCL's kernels, up to which the plugin accepts a hook
+// (backend/gpu.DefaultRegisterBudget; TestHookRegistersIsThePluginBudget).
+// Every kernel here that calls a hook is allocated at least this many
+// (reserveHookRegisters in kernelSource).
+const hookRegisters = 96
+
 // kernelSource plays NCCL's part. ncclhooks_harness is modelled on
 // ncclKernelMain: one block per channel; per batch of work items, thread 0
 // calls the hook at START for every item, the whole block does the items'
 // work, then thread 0 calls the hook at STOP for every item.
 var kernelSource = eventDecl + `
 enum { NTHREADS = 256 };
+enum { HOOK_REGISTERS = ` + strconv.Itoa(hookRegisters) + ` };
+
+// A hook called through a pointer runs in its caller's registers: a kernel
+// allocated fewer than the hook uses faults (CUDA_ERROR_ILLEGAL_INSTRUCTION),
+// which NCCL's kernels (96 registers) never are for a hook the plugin
+// accepts. reserveHookRegisters gives the kernel it is inlined into at least
+// HOOK_REGISTERS, as NCCL's have; every kernel here that calls a hook calls
+// it first (TestHookKernelsCallTheReservation). never must be false at run
+// time but not provably so at compile time (a kernel argument that the host
+// validates): the branch is never taken, but ptxas allocates for it. In it
+// HOOK_REGISTERS values are live at once whatever the schedule (ptxas spills
+// only over a register cap, 255 for these kernels): volatile loads, which the
+// compiler may neither merge nor repeat, all needed again after their XOR.
+// (A chain of products, which ptxas can compute as a wavefront over a few
+// values at a time, gave 64 with ptxas 11.8.) Taken, it would read *src and
+// write *sink, nothing else.
+static __device__ __forceinline__ void reserveHookRegisters(bool never, const u32* src, u64* sink) {
+  if (!never) return;
+  const volatile u32* p = src;
+  u32 v[HOOK_REGISTERS];
+#pragma unroll
+  for (int j = 0; j < HOOK_REGISTERS; j++) v[j] = *p;
+  u32 x = 0;
+#pragma unroll
+  for (int j = 0; j < HOOK_REGISTERS; j++) x ^= v[j];
+  u32 sum = 0;
+#pragma unroll
+  for (int j = 0; j < HOOK_REGISTERS; j++) sum += (v[j] ^ x) * (u32)(2 * j + 1);
+  *sink = sum;
+}
 
 struct alignas(16) vec4 { u32 x, y, z, w; };
 
@@ -81,6 +122,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS) ncclhooks_harness(
     const u32* funcIds, int nFuncIds, int funcOffset,
     ChannelState* state, ncclProfilerDevEvent_t* log, u64 logCap,
     u64 batchPeriodNs) {
+  reserveHookRegisters(batches < 0, funcIds, &state[blockIdx.x].emitted); // Validate: Batches >= 1
   const u32 channel = blockIdx.x;
   const u64 base = (u64)channel * itemsPerBatch * vecsPerItem;
   if (log != 0) log += (u64)channel * logCap;
@@ -139,31 +181,12 @@ extern "C" __global__ void ncclhooks_harness_fill(u32* p, u64 n, u32 seed) {
 // back to back, building a fresh event each time as NCCL would, and records
 // the loop's duration in ns (%globaltimer) and SM cycles (clock64) in
 // out[2*block], out[2*block+1]. Calls within a block are serial, so this is
-// the latency the hook adds to NCCL's thread 0.
-//
-// A hook called through a pointer runs in its caller's registers: a kernel
-// allocated fewer than the hook uses faults (CUDA_ERROR_ILLEGAL_INSTRUCTION),
-// which NCCL's kernels (96 registers) never are for a hook the plugin
-// accepts. The branch below is never taken (calls > 0), but ptxas allocates
-// for it, which puts this kernel at or above NCCL's 96 (bench prints "Used").
+// the latency the hook adds to NCCL's thread 0. It is allocated at least
+// NCCL's registers (reserveHookRegisters; bench prints ptxas's "Used").
 extern "C" __global__ void ncclhooks_hook_cost(ncclProfilerDevHook_t hook, void* ctx, int calls,
     const u32* funcIds, int nFuncIds, u64* out) {
+  reserveHookRegisters(calls < 0, funcIds, out); // CostOptions: Calls >= 1
   if (threadIdx.x != 0) return;
-  if (calls < 0) {
-    enum { LIVE = 96 };
-    u32 v[LIVE];
-#pragma unroll
-    for (int j = 0; j < LIVE; j++) v[j] = funcIds[j] * (u32)(2 * j + 1);
-#pragma unroll
-    for (int r = 0; r < 3; r++)
-#pragma unroll
-      for (int j = 0; j < LIVE; j++) v[j] = v[j] * v[(j + 1) % LIVE] + (u32)r;
-    u64 sum = 0;
-#pragma unroll
-    for (int j = 0; j < LIVE; j++) sum += (u64)v[j] << (j % 32);
-    out[0] = sum;
-    return;
-  }
   const u32 channel = blockIdx.x;
   int f = 0;
   ncclProfilerDevEvent_t ev;
