@@ -162,7 +162,7 @@ if k:
   if has sass; then
     echo "== SASS of each example's hook (the cubin the plugin compiles, cuobjdump -sass, function ncclhooks_entry)"
     printf "%-16s %6s %8s %6s %6s %6s %s\n" profile instrs atomics reds loads stores "loads by kind"
-    for p in bench/profiles/nop.yaml examples/*.yaml; do
+    for p in bench/profiles/nop.yaml bench/profiles/count.yaml examples/*.yaml; do
       name=$(basename "$p" .yaml)
       cache=$WORK/sass-$name; rm -rf "$cache"
       NCCL_HOOKS_CACHE_DIR=$cache $BIN/ncclhooks run "$p" --backend gpu --devices 1 --comms 1 --channels 2 --items 10 --out "$WORK/sass-out-$name" > "$WORK/sass-$name.log" 2>&1
@@ -187,7 +187,7 @@ PY
   fi
   if has bench; then
     echo "== bench (hook cost against the nop hook; sustained rates ${BENCH_RATES:-1e7})"
-    timeout 200 $BIN/ncclhooks bench -profiles examples/all-events.yaml,examples/latency.yaml,examples/field-capture.yaml \
+    timeout 200 $BIN/ncclhooks bench -profiles bench/profiles/count.yaml,examples/all-events.yaml,examples/latency.yaml,examples/field-capture.yaml \
       -rates "${BENCH_RATES:-1e7}" -o "$OUT/bench.md" 2>&1 | tail -60
   fi
 }

@@ -215,12 +215,16 @@ var nopHookSource = eventDecl + `
 extern "C" __device__ void ncclhooks_entry(const ncclProfilerDevEvent_t* ev, void* ctx) {}
 ` + entryResolvers
 
-// countingHookSource counts events per phase with one device-memory atomic:
-// ctx points to two u64 counters (START, STOP), allocated by the host. It is the "hook that records
-// nothing but a counter" of the benchmarks and the tests' independent count.
+// countingHookSource counts events per phase with one fire-and-forget
+// reduction: ctx points to two u64 counters (START, STOP) in device memory,
+// allocated by the host. It is the tests' independent count, and the
+// hand-written counter of the benchmarks (bench/profiles/count.yaml is the
+// generated one). Spelled red.global: atomicAdd on a generic pointer compiles
+// to an ATOM whose predicate (did the address fall in global memory?) the
+// thread waits for, one round trip per call, with a shared-memory fallback.
 var countingHookSource = eventDecl + `
 extern "C" __device__ void ncclhooks_entry(const ncclProfilerDevEvent_t* ev, void* ctx) {
-  atomicAdd((u64*)ctx + (ev->phase & 1), 1ULL);
+  asm volatile("red.global.add.u64 [%0], 1;" : : "l"((u64*)ctx + (ev->phase & 1)) : "memory");
 }
 ` + entryResolvers
 

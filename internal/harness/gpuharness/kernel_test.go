@@ -206,3 +206,21 @@ ptxas info    : Used 114 registers, used 0 barriers, 24 bytes cumulative stack s
 		t.Errorf("kernelRegisters = %v, want %v", got, want)
 	}
 }
+
+// The reference hooks are the floor the benchmarks compare against: a
+// generic atomic in one of them (atomicAdd and friends on a generic pointer
+// compile to an ATOM whose result predicate the thread waits for) would
+// charge the reference a round trip per call. Their global-memory updates
+// are spelled red.global, as the generated hooks' are.
+func TestReferenceHooksMakeNoGenericAtomics(t *testing.T) {
+	genericAtomic := regexp.MustCompile(`\batomic(Add|Sub|Exch|Min|Max|Inc|Dec|CAS|And|Or|Xor)\w*\s*\(`)
+	for name, src := range map[string]string{"nop": nopHookSource, "counter": countingHookSource} {
+		body := lineCommentRE.ReplaceAllString(src[len(eventDecl):], "")
+		if m := genericAtomic.FindString(body); m != "" {
+			t.Errorf("%s hook calls %s: spell the update red.global (fire and forget)", name, m)
+		}
+	}
+	if !strings.Contains(countingHookSource, "red.global.add.u64") {
+		t.Error("the counting hook no longer counts with red.global.add.u64")
+	}
+}
