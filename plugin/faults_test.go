@@ -110,7 +110,7 @@ func transientFullDisk(t *testing.T, compress string) {
 	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out,
 		"NCCL_HOOKS_COMPRESS=" + compress, "CDRIVER_FSIZE=16384"}, 1, 1, 2, 20000, 2)
 	// One WARN about the failed write; a host under load may add the
-	// one-time drop WARN (ring_full, counted below).
+	// one-time drop WARN (buffer_full or ring_full, counted below).
 	failedWARNs := 0
 	for _, w := range r.warns {
 		if strings.Contains(w, "dropped_write_failed") {
@@ -128,8 +128,12 @@ func transientFullDisk(t *testing.T, compress string) {
 	if st.Matched != r.emitted[0] || st.Records+st.Dropped != st.Matched || st.Pending != 0 {
 		t.Errorf("final %+v, emitted %d", st, r.emitted[0])
 	}
-	if st.DroppedWriteFailed == 0 || st.DroppedWriteFailed+st.DroppedRingFull+st.DroppedTorn != st.Dropped {
-		t.Errorf("want drops to be failed writes (and ring_full or torn under load), and some: %+v", st)
+	// A host under load (the race detector, another package's tests on
+	// a 2-core machine) can leave the drain behind the two producers:
+	// the device buffer fills (buffer_full) or the ring does (ring_full).
+	// Those are counted like the failed writes; nothing else may be.
+	if st.DroppedWriteFailed == 0 || st.DroppedWriteFailed+st.DroppedRingFull+st.DroppedTorn+st.DroppedBufferFull != st.Dropped {
+		t.Errorf("want drops to be failed writes (and buffer_full, ring_full or torn under load), and some: %+v", st)
 	}
 	if uint64(o.records["all 0"]) != st.Records {
 		t.Errorf("%d record lines in the file, records_total %d", o.records["all 0"], st.Records)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,19 +154,50 @@ func readOutput(t *testing.T, dir string) *output {
 	return readOutputFile(t, files[0])
 }
 
-// readOutputFile reads a JSON lines output; a line that is not JSON fails
-// the test.
-func readOutputFile(t *testing.T, path string) *output {
+// readKilledOutput is readOutput for a process killed without a final
+// dump: its last line may have been cut mid-write (the readers warn and
+// read past it), and is then left out. Every complete line must be JSON.
+func readKilledOutput(t *testing.T, dir string) *output {
 	t.Helper()
-	files := []string{path}
+	var files []string
+	for _, suffix := range schema.OutputSuffixes {
+		m, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*"+suffix))
+		files = append(files, m...)
+	}
+	if len(files) != 1 {
+		t.Fatalf("want one output file in %s, got %v", dir, files)
+	}
 	f, err := schema.Open(files[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	o := &output{path: files[0], finals: map[string]int{}, dumps: map[string][]dumpDelta{}, final: map[string]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseOutput(t, files[0], bytes.NewReader(b[:bytes.LastIndexByte(b, '\n')+1]))
+}
+
+// readOutputFile reads a JSON lines output; a line that is not JSON fails
+// the test.
+func readOutputFile(t *testing.T, path string) *output {
+	t.Helper()
+	f, err := schema.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return parseOutput(t, path, f)
+}
+
+// parseOutput reads the JSON lines of path from r; a line that is not JSON
+// fails the test.
+func parseOutput(t *testing.T, path string, r io.Reader) *output {
+	t.Helper()
+	o := &output{path: path, finals: map[string]int{}, dumps: map[string][]dumpDelta{}, final: map[string]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
 	lastMatched := map[string]uint64{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
 		var line struct {
