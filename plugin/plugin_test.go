@@ -135,7 +135,8 @@ type output struct {
 	path     string
 	finals   map[string]int // "hook dev" -> final dumps
 	dumps    map[string][]dumpDelta
-	final    map[string]stats // "hook dev" -> last final dump
+	final    map[string]stats   // "hook dev" -> last final dump
+	cycles   map[string][]stats // "hook dev" -> every final dump (one per init/finalize cycle), in order
 	sumDelta map[string]uint64
 	records  map[string]int
 	keys     map[string]map[string]bool
@@ -195,7 +196,7 @@ func readOutputFile(t *testing.T, path string) *output {
 // fails the test.
 func parseOutput(t *testing.T, path string, r io.Reader) *output {
 	t.Helper()
-	o := &output{path: path, finals: map[string]int{}, dumps: map[string][]dumpDelta{}, final: map[string]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
+	o := &output{path: path, finals: map[string]int{}, dumps: map[string][]dumpDelta{}, final: map[string]stats{}, cycles: map[string][]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
 	lastMatched := map[string]uint64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<24)
@@ -223,6 +224,7 @@ func parseOutput(t *testing.T, path string, r io.Reader) *output {
 			if line.Final {
 				o.finals[k]++
 				o.final[k] = line.stats
+				o.cycles[k] = append(o.cycles[k], line.stats)
 			}
 		case "record":
 			o.records[k]++
