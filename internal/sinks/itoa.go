@@ -19,6 +19,15 @@ const intRoom = 28
 // and returns the index after its last digit. Bytes after it may be
 // overwritten.
 func putUint(buf []byte, i int, v uint64) int {
+	if v < 10 { // ids, channels, phases: inlined where called
+		buf[i] = byte('0' + v)
+		return i + 1
+	}
+	return putUint10(buf, i, v)
+}
+
+// putUint10 is putUint for v >= 10.
+func putUint10(buf []byte, i int, v uint64) int {
 	if v < 1e8 {
 		return putUpTo8(buf, i, uint32(v))
 	}
@@ -59,6 +68,32 @@ func putUpTo8(buf []byte, i int, v uint32) int {
 	// first digit comes first: the bytes past it are zeros.
 	binary.LittleEndian.PutUint64(buf[i:], eightDigits(v)>>(64-8*n))
 	return i + n
+}
+
+// highDigits are the digits above the last eight of the last value of one
+// field that had more than eight: those of a nanosecond timestamp change
+// once in 0.1 s, so the records of a run share them and they are formatted
+// once.
+type highDigits struct {
+	hi     uint64 // value / 1e8 (0: none yet)
+	w0, w1 uint64 // its digits, up to 12, little endian
+	n      int
+}
+
+// put is putUint(buf, i, v) for v >= 1e8.
+func (h *highDigits) put(buf []byte, i int, v uint64) int {
+	le := binary.LittleEndian
+	hi, lo := v/1e8, uint32(v%1e8)
+	if hi != h.hi {
+		var d [16 + intRoom]byte
+		h.hi, h.n = hi, putUint(d[:], 0, hi)
+		h.w0, h.w1 = le.Uint64(d[:]), le.Uint64(d[8:])
+	}
+	le.PutUint64(buf[i:], h.w0) // 16 bytes, within the room of 12 digits and 8
+	le.PutUint64(buf[i+8:], h.w1)
+	i += h.n
+	le.PutUint64(buf[i:], eightDigits(lo))
+	return i + 8
 }
 
 // pow10 is 10^0 .. 10^8 for putUpTo8's digit count.

@@ -160,7 +160,11 @@ func TestRecordLinesMatchReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hooks := []*hookgen.HookInfo{allTypesHook(), {Name: "plain", Layout: hookgen.Layout{Fields: []hookgen.FieldLayout{{Name: "ts", Source: "timestamp", Type: config.U64}}}}, {Name: "empty"}}
+	// Field keys of 16 bytes and more take the copy instead of two words.
+	long := hookgen.Layout{Fields: []hookgen.FieldLayout{{Name: "twelve_bytes", Source: "timestamp", Type: config.U64},
+		{Name: "thirteen_byte", Source: "workCounter", Type: config.I64}, {Name: "a_rather_longer_field_name", Source: "funcId", Type: config.U32}}}
+	hooks := []*hookgen.HookInfo{allTypesHook(), {Name: "plain", Layout: hookgen.Layout{Fields: []hookgen.FieldLayout{{Name: "ts", Source: "timestamp", Type: config.U64}}}},
+		{Name: "empty"}, {Name: "long", Layout: long}}
 	funcs := []string{"AllReduce_Sum_f32_RING_LL", "", "quote\"back\\slash", "é\x01\xff"}
 	rng := rand.New(rand.NewPCG(5, 6))
 	var want bytes.Buffer
@@ -171,9 +175,26 @@ func TestRecordLinesMatchReference(t *testing.T) {
 			if rng.IntN(8) == 0 { // a new run
 				h, dev, fn = hooks[rng.IntN(len(hooks))], rng.IntN(3)*100, funcs[rng.IntN(len(funcs))]
 			}
-			r := Record{Hook: h, Device: dev, Seq: rng.Uint64() >> rng.IntN(64), FuncName: fn}
-			for _, fl := range h.Layout.Fields {
-				u := rng.Uint64() >> rng.IntN(64)
+			// Half the values near the previous one, as timestamps and
+			// positions are: they share their high digits.
+			near := func(prev uint64) uint64 {
+				if rng.IntN(2) == 0 {
+					return prev + uint64(rng.IntN(1000))
+				}
+				return rng.Uint64() >> rng.IntN(64)
+			}
+			var prev Record
+			if i > 0 {
+				prev = recs[i-1]
+			}
+			r := Record{Hook: h, Device: dev, Seq: near(prev.Seq), FuncName: fn}
+			for f, fl := range h.Layout.Fields {
+				var u uint64
+				if f < len(prev.Values) {
+					u = near(prev.Values[f].U)
+				} else {
+					u = near(rng.Uint64())
+				}
 				v := hookgen.Value{Type: fl.Type, U: u, I: int64(u), F: math.Float64frombits(rng.Uint64())}
 				if rng.IntN(2) == 0 {
 					v.I = -v.I
@@ -209,5 +230,35 @@ func TestRecordLinesMatchReference(t *testing.T) {
 			}
 		}
 		t.Fatalf("%d record lines, want %d", len(gl)-1, len(wl)-1)
+	}
+}
+
+// highDigits reuses the digits above the last eight while they stay the
+// same: values that walk across a multiple of 10^8, jump, and come back
+// must still read as strconv writes them.
+func TestHighDigitsMatchStrconv(t *testing.T) {
+	var h highDigits
+	rng := rand.New(rand.NewPCG(7, 8))
+	vs := []uint64{1e8, 1e8 - 1 + 1e8, 2e8, 1e8, math.MaxUint64, 1e8, 1e16 - 1, 1e16, 1e19, math.MaxUint64 - 1e8}
+	v := uint64(1796013248705606042)
+	for range 1 << 16 {
+		switch rng.IntN(4) {
+		case 0:
+			v = max(1e8, rng.Uint64()>>rng.IntN(30))
+		case 1:
+			v = (v/1e8+1)*1e8 - uint64(rng.IntN(3)) // across a multiple
+		default:
+			v += uint64(rng.IntN(1000))
+		}
+		vs = append(vs, max(v, 1e8))
+	}
+	buf := make([]byte, 3+intRoom)
+	for _, v := range vs {
+		for i := range buf {
+			buf[i] = '#'
+		}
+		if n, want := h.put(buf, 3, v), "###"+strconv.FormatUint(v, 10); string(buf[:n]) != want {
+			t.Fatalf("highDigits.put(%d) = %q, want %q", v, buf[:n], want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package sinks
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"os"
@@ -139,8 +140,8 @@ const flushAt = 1 << 20
 // recordKeys are the precomputed pieces of one hook's record lines on one
 // device: only seq and the field values differ from line to line.
 type recordKeys struct {
-	prefix  []byte   // {"type":"record","hook":"name","device":N,"seq":
-	fields  [][]byte // ,"field":
+	prefix  []byte // {"type":"record","hook":"name","device":N,"seq":
+	fields  []fieldKey
 	hasFunc bool
 	// The last function name written and the line's end with it
 	// (,"func":"name"}\n; }\n without funcId): records come in runs of one
@@ -148,6 +149,27 @@ type recordKeys struct {
 	lastFunc string
 	suffix   []byte
 	room     int // the most bytes of a line, but for suffix
+	// The high digits of seq and of each field, for values that share them
+	// record after record.
+	seqHigh highDigits
+	high    []highDigits
+}
+
+// fieldKey is a field's ,"name": and, when that is at most 16 bytes, the
+// same bytes as two words, zero padded: two stores instead of a copy.
+type fieldKey struct {
+	b      []byte
+	w0, w1 uint64
+}
+
+func newFieldKey(name string) fieldKey {
+	k := fieldKey{b: appendKey(nil, name)}
+	if len(k.b) <= 16 {
+		var w [16]byte
+		copy(w[:], k.b)
+		k.w0, k.w1 = binary.LittleEndian.Uint64(w[:]), binary.LittleEndian.Uint64(w[8:])
+	}
+	return k
 }
 
 // hookDevice is what one recordKeys is for.
@@ -349,15 +371,16 @@ func (j *JSONL) keys(h *hookgen.HookInfo, device int) *recordKeys {
 	k.prefix = appendInt(k.prefix, int64(device))
 	k.prefix = append(k.prefix, `,"seq":`...)
 	for _, f := range h.Layout.Fields {
-		k.fields = append(k.fields, appendKey(nil, f.Name))
+		k.fields = append(k.fields, newFieldKey(f.Name))
 		k.hasFunc = k.hasFunc || f.Source == "funcId"
 	}
 	if !k.hasFunc {
 		k.suffix = []byte("}\n")
 	}
+	k.high = make([]highDigits, len(k.fields))
 	k.room = len(k.prefix) + maxValueLen
 	for _, f := range k.fields {
-		k.room += len(f) + maxValueLen
+		k.room += len(f.b) + maxValueLen
 	}
 	j.hooks[hd] = k
 	return k
@@ -370,17 +393,41 @@ const maxValueLen = max(24, intRoom)
 // appendRecord writes r's line: the room for it is made once, and the
 // pieces and numbers are copied and formatted into it by index.
 func (k *recordKeys) appendRecord(b []byte, r *Record) []byte {
+	if k.hasFunc && (k.suffix == nil || r.FuncName != k.lastFunc) {
+		k.lastFunc = r.FuncName
+		k.suffix = append(appendString(appendKey(k.suffix[:0], "func"), r.FuncName), "}\n"...)
+	}
 	b = slices.Grow(b, k.room+len(k.suffix))
 	buf := b[:cap(b)]
 	i := len(b)
 	i += copy(buf[i:], k.prefix)
-	i = putUint(buf, i, r.Seq)
+	if r.Seq < 1e8 {
+		i = putUint(buf, i, r.Seq)
+	} else {
+		i = k.seqHigh.put(buf, i, r.Seq)
+	}
 	for f := range r.Values {
-		i += copy(buf[i:], k.fields[f])
+		if fk := &k.fields[f]; len(fk.b) <= 16 {
+			// Past the key, the padding lands in the value's room.
+			binary.LittleEndian.PutUint64(buf[i:], fk.w0)
+			binary.LittleEndian.PutUint64(buf[i+8:], fk.w1)
+			i += len(fk.b)
+		} else {
+			i += copy(buf[i:], fk.b)
+		}
 		v := &r.Values[f]
+		// Every type named u... is unsigned (and appendValue writes other
+		// names as unsigned too): one byte tells, where the type switch
+		// compared strings.
+		if t := v.Type; len(t) > 0 && t[0] == 'u' {
+			if v.U < 1e8 {
+				i = putUint(buf, i, v.U)
+			} else {
+				i = k.high[f].put(buf, i, v.U) // timestamps
+			}
+			continue
+		}
 		switch v.Type {
-		case config.U64, config.U32, config.U16, config.U8:
-			i = putUint(buf, i, v.U)
 		case config.I64, config.I32, config.I16, config.I8:
 			i = putInt(buf, i, v.I)
 		default:
@@ -427,10 +474,6 @@ func (j *JSONL) Records(recs []Record) error {
 		}
 		n++
 		start := len(b)
-		if k.hasFunc && (k.suffix == nil || r.FuncName != k.lastFunc) {
-			k.lastFunc = r.FuncName
-			k.suffix = append(appendString(appendKey(k.suffix[:0], "func"), r.FuncName), "}\n"...)
-		}
 		b = k.appendRecord(b, r)
 		if j.maxBytes > 0 {
 			j.recs = b
