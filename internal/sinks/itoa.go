@@ -55,9 +55,22 @@ func putInt(buf []byte, i int, v int64) int {
 // putUpTo8 writes v < 1e8 at buf[i:] (8 bytes of room) and returns the
 // index after its last digit.
 func putUpTo8(buf []byte, i int, v uint32) int {
-	if v < 10 { // ids, channels, phases
-		buf[i] = byte('0' + v)
-		return i + 1
+	if v < 1e4 { // counters and positions of a short run: pairs of digits from a table
+		if v >= 100 {
+			hi := v / 100
+			v -= hi * 100
+			if hi >= 10 {
+				buf[i] = digitPairs[2*hi]
+				i++
+			}
+			buf[i] = digitPairs[2*hi+1]
+			i++
+		} else if v < 10 {
+			buf[i] = byte('0' + v)
+			return i + 1
+		}
+		buf[i], buf[i+1] = digitPairs[2*v], digitPairs[2*v+1]
+		return i + 2
 	}
 	// bits*1233>>12 (log10(2) ~ 1233/4096) is the digit count or one less.
 	n := bits.Len32(v) * 1233 >> 12
@@ -95,6 +108,18 @@ func (h *highDigits) put(buf []byte, i int, v uint64) int {
 	le.PutUint64(buf[i:], eightDigits(lo))
 	return i + 8
 }
+
+// digitPairs is "00" to "99".
+const digitPairs = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
 
 // pow10 is 10^0 .. 10^8 for putUpTo8's digit count.
 var pow10 = [9]uint32{1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8}
