@@ -215,18 +215,20 @@ func appendKeyValue(b []byte, id int) []byte {
 // appendValue writes a field value exactly: integers as JSON integers (full
 // 64-bit range), floats in the shortest form that reads back to the same
 // value, bools as true/false.
-func appendValue(b []byte, v hookgen.Value) []byte {
-	switch {
-	case v.Type == config.Bool:
+func appendValue(b []byte, v *hookgen.Value) []byte {
+	switch v.Type {
+	case config.U64, config.U32, config.U16, config.U8: // the usual fields first
+		return appendUint(b, v.U)
+	case config.I64, config.I32, config.I16, config.I8:
+		return appendInt(b, v.I)
+	case config.Bool:
 		return strconv.AppendBool(b, v.U != 0)
-	case v.Type == config.F32:
+	case config.F32:
 		return appendFloat(b, v.F, 32)
-	case v.Type.IsFloat():
+	case config.F64:
 		return appendFloat(b, v.F, 64)
-	case v.Type.IsSigned():
-		return strconv.AppendInt(b, v.I, 10)
 	}
-	return strconv.AppendUint(b, v.U, 10)
+	return appendUint(b, v.U)
 }
 
 // appendFloat writes f; JSON has no NaN or infinities, so those are written

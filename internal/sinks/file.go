@@ -18,7 +18,6 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
@@ -114,7 +113,7 @@ func OpenJSONL(dir string, header Header, opts JSONLOptions) (*JSONL, error) {
 		}
 	}
 	j := &JSONL{path: path, f: f, recKeys: map[lineKey]uint64{}, lost: map[lineKey]uint64{},
-		last: map[lineKey]writtenStats{}, hooks: map[*hookgen.HookInfo]*recordKeys{},
+		last: map[lineKey]writtenStats{}, hooks: map[hookDevice]*recordKeys{},
 		compress: opts.Compress, maxBytes: opts.MaxBytes, log: opts.Log, capped: map[lineKey]uint64{}}
 	if opts.Compress == schema.CompressZstd {
 		// One goroutine, the fastest level: the drain must keep up.

@@ -1,9 +1,11 @@
 package sinks
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +14,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/ncclhooks/ncclhooks/internal/abi"
+	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
 
@@ -80,7 +83,7 @@ type JSONL struct {
 	pendingFinalLast map[lineKey]writtenStats // j.last once pendingFinal is written
 
 	b     []byte // line being built
-	hooks map[*hookgen.HookInfo]*recordKeys
+	hooks map[hookDevice]*recordKeys
 
 	// queued are comm, clock and refused lines from callers that found a
 	// write in progress: NCCL's threads never wait for the storage. The next
@@ -134,15 +137,45 @@ type writtenStats struct{ records, dropped uint64 }
 // flushAt is the size of buffered record lines that triggers a write.
 const flushAt = 1 << 20
 
-// recordKeys are a hook's precomputed record line pieces.
+// recordKeys are the precomputed pieces of one hook's record lines on one
+// device: only seq and the field values differ from line to line.
 type recordKeys struct {
-	prefix  []byte   // {"type":"record","hook":"name","device":
-	fields  [][]byte // ,"field":
+	prefix  []byte // {"type":"record","hook":"name","device":N,"seq":
+	fields  []fieldKey
 	hasFunc bool
-	// The last function name written and its JSON (with its key): records
-	// come in runs of one function, so it is quoted once per run.
-	lastFunc   string
-	lastQuoted []byte
+	// The last function name written and the line's end with it
+	// (,"func":"name"}\n; }\n without funcId): records come in runs of one
+	// function, so it is quoted once per run.
+	lastFunc string
+	suffix   []byte
+	room     int // the most bytes of a line, but for suffix
+	// The high digits of seq and of each field, for values that share them
+	// record after record.
+	seqHigh highDigits
+	high    []highDigits
+}
+
+// fieldKey is a field's ,"name": and, when that is at most 16 bytes, the
+// same bytes as two words, zero padded: two stores instead of a copy.
+type fieldKey struct {
+	b      []byte
+	w0, w1 uint64
+}
+
+func newFieldKey(name string) fieldKey {
+	k := fieldKey{b: appendKey(nil, name)}
+	if len(k.b) <= 16 {
+		var w [16]byte
+		copy(w[:], k.b)
+		k.w0, k.w1 = binary.LittleEndian.Uint64(w[:]), binary.LittleEndian.Uint64(w[8:])
+	}
+	return k
+}
+
+// hookDevice is what one recordKeys is for.
+type hookDevice struct {
+	hook   *hookgen.HookInfo
+	device int
 }
 
 // flushLocked writes the pending final dump, the kept lines and the
@@ -327,19 +360,83 @@ func (j *JSONL) Refused(hook, position, reason string) error {
 	return j.metaLine(append(b, "}\n"...))
 }
 
-func (j *JSONL) keys(h *hookgen.HookInfo) *recordKeys {
-	if k, ok := j.hooks[h]; ok {
+func (j *JSONL) keys(h *hookgen.HookInfo, device int) *recordKeys {
+	hd := hookDevice{h, device}
+	if k, ok := j.hooks[hd]; ok {
 		return k
 	}
 	k := &recordKeys{}
 	k.prefix = appendString([]byte(`{"type":"record","hook":`), h.Name)
 	k.prefix = append(k.prefix, `,"device":`...)
+	k.prefix = appendInt(k.prefix, int64(device))
+	k.prefix = append(k.prefix, `,"seq":`...)
 	for _, f := range h.Layout.Fields {
-		k.fields = append(k.fields, appendKey(nil, f.Name))
+		k.fields = append(k.fields, newFieldKey(f.Name))
 		k.hasFunc = k.hasFunc || f.Source == "funcId"
 	}
-	j.hooks[h] = k
+	if !k.hasFunc {
+		k.suffix = []byte("}\n")
+	}
+	k.high = make([]highDigits, len(k.fields))
+	k.room = len(k.prefix) + maxValueLen
+	for _, f := range k.fields {
+		k.room += len(f.b) + maxValueLen
+	}
+	j.hooks[hd] = k
 	return k
+}
+
+// maxValueLen bounds the bytes of one field value: a float's shortest form
+// (24, as in -1.2345678901234567e-308) or an integer with putUint's room.
+const maxValueLen = max(24, intRoom)
+
+// appendRecord writes r's line: the room for it is made once, and the
+// pieces and numbers are copied and formatted into it by index.
+func (k *recordKeys) appendRecord(b []byte, r *Record) []byte {
+	if k.hasFunc && (k.suffix == nil || r.FuncName != k.lastFunc) {
+		k.lastFunc = r.FuncName
+		k.suffix = append(appendString(appendKey(k.suffix[:0], "func"), r.FuncName), "}\n"...)
+	}
+	b = slices.Grow(b, k.room+len(k.suffix))
+	buf := b[:cap(b)]
+	i := len(b)
+	i += copy(buf[i:], k.prefix)
+	if r.Seq < 1e8 {
+		i = putUint(buf, i, r.Seq)
+	} else {
+		i = k.seqHigh.put(buf, i, r.Seq)
+	}
+	for f := range r.Values {
+		if fk := &k.fields[f]; len(fk.b) <= 16 {
+			// Past the key, the padding lands in the value's room.
+			binary.LittleEndian.PutUint64(buf[i:], fk.w0)
+			binary.LittleEndian.PutUint64(buf[i+8:], fk.w1)
+			i += len(fk.b)
+		} else {
+			i += copy(buf[i:], fk.b)
+		}
+		v := &r.Values[f]
+		// Every type named u... is unsigned (and appendValue writes other
+		// names as unsigned too): one byte tells, where the type switch
+		// compared strings.
+		if t := v.Type; len(t) > 0 && t[0] == 'u' {
+			if v.U < 1e8 {
+				i = putUint(buf, i, v.U)
+			} else {
+				i = k.high[f].put(buf, i, v.U) // timestamps
+			}
+			continue
+		}
+		switch v.Type {
+		case config.I64, config.I32, config.I16, config.I8:
+			i = putInt(buf, i, v.I)
+		default:
+			nb := appendValue(buf[:i], v) // floats, bools: within the room
+			buf, i = nb[:cap(nb)], len(nb)
+		}
+	}
+	i += copy(buf[i:], k.suffix)
+	return buf[:i]
 }
 
 // Records writes one line per record: type, hook, device, seq, the fields by
@@ -356,46 +453,40 @@ func (j *JSONL) Records(recs []Record) error {
 		}
 		return nil
 	}
-	var run lineKey // records are counted per run of one hook and device
+	// Records come in runs of one hook and device: its line pieces are
+	// looked up, and its records counted, once per run.
+	var run hookDevice
+	var k *recordKeys
 	var n uint64
+	b := j.recs
 	for i := range recs {
 		r := &recs[i]
-		if key := (lineKey{r.Hook.Name, r.Device}); key != run {
+		if r.Hook != run.hook || r.Device != run.device {
 			if n > 0 {
-				j.recKeys[run] += n
+				j.recKeys[lineKey{run.hook.Name, run.device}] += n
 			}
-			run, n = key, 0
+			run, n = hookDevice{r.Hook, r.Device}, 0
+			k = j.keys(r.Hook, r.Device)
 		}
 		if j.capReached {
-			j.capped[run]++
+			j.capped[lineKey{run.hook.Name, run.device}]++
 			continue
 		}
 		n++
-		k := j.keys(r.Hook)
-		start := len(j.recs)
-		b := append(j.recs, k.prefix...)
-		b = strconv.AppendInt(b, int64(r.Device), 10)
-		b = append(b, `,"seq":`...)
-		b = strconv.AppendUint(b, r.Seq, 10)
-		for f, v := range r.Values {
-			b = append(b, k.fields[f]...)
-			b = appendValue(b, v)
-		}
-		if k.hasFunc {
-			if k.lastQuoted == nil || r.FuncName != k.lastFunc {
-				k.lastFunc, k.lastQuoted = r.FuncName, appendString(appendKey(k.lastQuoted[:0], "func"), r.FuncName)
+		start := len(b)
+		b = k.appendRecord(b, r)
+		if j.maxBytes > 0 {
+			j.recs = b
+			if j.overCap() {
+				b = b[:start]
+				n--
+				j.capped[lineKey{run.hook.Name, run.device}]++
 			}
-			b = append(b, k.lastQuoted...)
-		}
-		j.recs = append(b, "}\n"...)
-		if j.maxBytes > 0 && j.overCap() {
-			j.recs = j.recs[:start]
-			n--
-			j.capped[run]++
 		}
 	}
+	j.recs = b
 	if n > 0 {
-		j.recKeys[run] += n
+		j.recKeys[lineKey{run.hook.Name, run.device}] += n
 	}
 	if len(j.recs) >= flushAt {
 		return j.flushLocked()

@@ -16,7 +16,8 @@ func BenchmarkJSONLRecords(b *testing.B) {
 	}
 }
 
-func benchmarkJSONLRecords(b *testing.B, compress string) {
+// benchRecords are the benchmark's batch: all-events records of one run.
+func benchRecords() []Record {
 	l := hookgen.Layout{}
 	for _, f := range []struct {
 		name string
@@ -27,11 +28,6 @@ func benchmarkJSONLRecords(b *testing.B, compress string) {
 	}
 	l.Prepare()
 	h := &hookgen.HookInfo{Name: "all", Layout: l}
-	j, err := OpenJSONL(b.TempDir(), Header{Profile: "bench", Host: "h", PID: 1}, JSONLOptions{Compress: compress})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer j.Close()
 	const batch = 1024
 	recs := make([]Record, batch)
 	for i := range recs {
@@ -39,6 +35,17 @@ func benchmarkJSONLRecords(b *testing.B, compress string) {
 			Values: []hookgen.Value{{Type: config.U64, U: 1796013248705606042 + uint64(i)}, {Type: config.U64, U: uint64(i)},
 				{Type: config.U32, U: 3}, {Type: config.U8, U: 7}, {Type: config.U8, U: uint64(i & 1)}}}
 	}
+	return recs
+}
+
+func benchmarkJSONLRecords(b *testing.B, compress string) {
+	j, err := OpenJSONL(b.TempDir(), Header{Profile: "bench", Host: "h", PID: 1}, JSONLOptions{Compress: compress})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer j.Close()
+	recs := benchRecords()
+	batch := len(recs)
 	b.ResetTimer()
 	for i := 0; i < b.N; i += batch {
 		if err := j.Records(recs); err != nil {
@@ -50,4 +57,21 @@ func benchmarkJSONLRecords(b *testing.B, compress string) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	b.ReportMetric(float64(j.size)/float64(b.N), "bytes/record")
+}
+
+// BenchmarkRecordLine is the formatting alone of BenchmarkJSONLRecords'
+// lines, into a buffer reused every 1 MiB: no write(2), whose cost varies
+// with the machine's load and its storage.
+func BenchmarkRecordLine(b *testing.B) {
+	recs := benchRecords()
+	j := &JSONL{hooks: map[hookDevice]*recordKeys{}}
+	k := j.keys(recs[0].Hook, recs[0].Device)
+	var buf []byte
+	for i := 0; b.Loop(); i++ {
+		buf = k.appendRecord(buf, &recs[i%len(recs)])
+		if len(buf) >= flushAt {
+			buf = buf[:0]
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }

@@ -405,7 +405,7 @@ func TestNonFiniteFloatsStayValidJSON(t *testing.T) {
 		f    float64
 		want string
 	}{{math.NaN(), `"NaN"`}, {math.Inf(1), `"+Inf"`}, {math.Inf(-1), `"-Inf"`}, {1e21, "1e+21"}, {-0.5, "-0.5"}} {
-		got := string(appendValue(nil, hookgen.Value{Type: config.F64, F: c.f}))
+		got := string(appendValue(nil, &hookgen.Value{Type: config.F64, F: c.f}))
 		if got != c.want || !json.Valid([]byte(got)) {
 			t.Errorf("%v -> %s, want %s", c.f, got, c.want)
 		}
