@@ -131,12 +131,20 @@ type stats = schema.DumpStats
 // dumpDelta is what one dump_stats line says happened since the previous one.
 type dumpDelta struct{ matchedDelta, records uint64 }
 
+// commLine is what a comm line says of one communicator.
+type commLine struct {
+	Device int    `json:"device"`
+	Index  int    `json:"comm"`
+	Name   string `json:"name"`
+}
+
 type output struct {
 	path     string
 	finals   map[string]int // "hook dev" -> final dumps
 	dumps    map[string][]dumpDelta
-	final    map[string]stats   // "hook dev" -> last final dump
-	cycles   map[string][]stats // "hook dev" -> every final dump (one per init/finalize cycle), in order
+	final    map[string]stats    // "hook dev" -> last final dump
+	cycles   map[string][]stats  // "hook dev" -> every final dump (one per init/finalize cycle), in order
+	comms    map[string]commLine // communicator name -> its comm line
 	sumDelta map[string]uint64
 	records  map[string]int
 	keys     map[string]map[string]bool
@@ -196,7 +204,7 @@ func readOutputFile(t *testing.T, path string) *output {
 // fails the test.
 func parseOutput(t *testing.T, path string, r io.Reader) *output {
 	t.Helper()
-	o := &output{path: path, finals: map[string]int{}, dumps: map[string][]dumpDelta{}, final: map[string]stats{}, cycles: map[string][]stats{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
+	o := &output{path: path, finals: map[string]int{}, dumps: map[string][]dumpDelta{}, final: map[string]stats{}, cycles: map[string][]stats{}, comms: map[string]commLine{}, sumDelta: map[string]uint64{}, records: map[string]int{}, keys: map[string]map[string]bool{}}
 	lastMatched := map[string]uint64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<24)
@@ -226,6 +234,12 @@ func parseOutput(t *testing.T, path string, r io.Reader) *output {
 				o.final[k] = line.stats
 				o.cycles[k] = append(o.cycles[k], line.stats)
 			}
+		case "comm":
+			var c commLine
+			if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+				t.Fatalf("bad comm line %q: %v", sc.Text(), err)
+			}
+			o.comms[c.Name] = c
 		case "record":
 			o.records[k]++
 			if line.Channel == nil || line.WC == nil || line.Phase == nil {
@@ -271,6 +285,17 @@ hooks:
 				t.Errorf("want exactly one drop WARN naming hook all, got %q", r.warns)
 			}
 			o := readOutput(t, out)
+			// Every communicator asked for the hook in its init and got a
+			// context of its own: a comm line each, with the index it
+			// holds on its device (indexes go on counting over cycles).
+			for cy := 0; cy < 2; cy++ {
+				for i := 0; i < 4; i++ {
+					name := fmt.Sprintf("cdriver-%d-%d", cy, i)
+					if c, ok := o.comms[name]; !ok || c.Device != i/2 || c.Index != 2*cy+i%2 {
+						t.Errorf("comm line of %s: %+v (found %v), want device %d index %d", name, c, ok, i/2, 2*cy+i%2)
+					}
+				}
+			}
 			for d := 0; d < 2; d++ {
 				for _, h := range []string{"all", "stops"} {
 					k := fmt.Sprint(h, " ", d)

@@ -1,6 +1,7 @@
 // cdriver plays NCCL against the plugin from plain C, as NCCL would: dlopen,
-// ncclProfiler_v7 (or older), init per communicator, getDeviceHook per device,
-// hook calls from one thread per channel per communicator, finalize. It
+// ncclProfiler_v7 (or older), init and getDeviceHook per communicator (a
+// context each), hook calls from one thread per channel per communicator,
+// finalize. It
 // repeats that `cycles` times in one process. Build: cc -O2 -pthread -rdynamic
 // -I../abi cdriver.c -ldl. Output: "LOG <level> <msg>" per plugin log line, then
 // "EMITTED <device> <events>" and "HOOK <cycle> <device> <0|1>".
@@ -150,23 +151,23 @@ int main(int argc, char** argv) {
     if (fsize && cy == 1) setrlimit(RLIMIT_FSIZE, &rl0); // the disk has room again
     int n = devs * comms;
     void** ctx = calloc(n, sizeof(void*));
+    void **hooks = calloc(n, sizeof(void*)), **hctx = calloc(n, sizeof(void*));
     for (int i = 0; i < n; i++) {
-      int mask = 0;
+      int mask = 0, d = i / comms;
       char name[64];
       snprintf(name, sizeof name, "cdriver-%d-%d", cy, i);
-      if (p->init(&ctx[i], 0x1000 + i, &mask, name, 1, devs, i / comms, logger) != 0) { fprintf(stderr, "init failed\n"); return 1; }
-    }
-    if (cy == 0) installJobHandler("after");
-    void **hooks = calloc(devs, sizeof(void*)), **hctx = calloc(devs, sizeof(void*));
-    for (int d = 0; d < devs; d++) {
+      if (p->init(&ctx[i], 0x1000 + i, &mask, name, 1, devs, d, logger) != 0) { fprintf(stderr, "init failed\n"); return 1; }
+      // NCCL asks for the device hook in each communicator's init, on the
+      // thread that ran it: every communicator has a context of its own.
       struct rlimit one = rl0;
       one.rlim_cur = 1;
       int loadFail = getenv("CDRIVER_LOADFAIL") && cy == 0 && d == 1;
       if (loadFail) { signal(SIGXFSZ, SIG_IGN); setrlimit(RLIMIT_FSIZE, &one); }
-      if (v == 7) p->getDeviceHook(d, &hooks[d], &hctx[d]);
+      if (v == 7) p->getDeviceHook(d, &hooks[i], &hctx[i]);
       if (loadFail) setrlimit(RLIMIT_FSIZE, &rl0);
-      printf("HOOK %d %d %d\n", cy, d, hooks[d] != NULL);
     }
+    if (cy == 0) installJobHandler("after");
+    for (int d = 0; d < devs; d++) printf("HOOK %d %d %d\n", cy, d, hooks[d * comms] != NULL); // its first communicator's
     if (fsize && cy == 0) {
       struct rlimit rl = rl0;
       rl.rlim_cur = (rlim_t)atol(fsize);
@@ -179,7 +180,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < nt; i++) {
       int comm = i / chans, d = comm / comms;
       int its = stagger && d > 0 ? 4 * items : items;
-      cs[i] = (chan_t){(ncclProfilerDevHook_t)hooks[d], hctx[d], i % chans, its, ((uint64_t)cy << 48) | ((uint64_t)(comm % comms) << 40)};
+      cs[i] = (chan_t){(ncclProfilerDevHook_t)hooks[comm], hctx[comm], i % chans, its, ((uint64_t)cy << 48) | ((uint64_t)(comm % comms) << 40)};
       pthread_create(&t[i], NULL, run, &cs[i]);
     }
     int finalized = 0; // communicators finalized already
@@ -191,8 +192,12 @@ int main(int argc, char** argv) {
       fflush(stdout);
     }
     for (int i = finalized * chans; i < nt; i++) pthread_join(t[i], NULL);
-    for (int d = 0; d < devs; d++)
-      printf("EMITTED %d %d %ld\n", cy, d, hooks[d] ? (long)comms * chans * (stagger && d > 0 ? 4 * items : items) * 2 : 0L);
+    for (int d = 0; d < devs; d++) {
+      long emitted = 0;
+      for (int k = d * comms; k < (d + 1) * comms; k++)
+        if (hooks[k]) emitted += (long)chans * (stagger && d > 0 ? 4 * items : items) * 2;
+      printf("EMITTED %d %d %ld\n", cy, d, emitted);
+    }
     fflush(stdout);
     if (getenv("CDRIVER_FORK") && cy == 0) {
       pid_t child = fork();
