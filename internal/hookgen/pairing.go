@@ -32,7 +32,7 @@ func (g *generator) pairingTable() {
 	w := &g.w
 	w.printf("/* ---- duration pairing (docs/ARCHITECTURE.md): entries keyed by (communicator,\n")
 	w.printf("   channel, workCounter %% %d), written at START with one 16-byte store {tag, timestamp}\n", pairDepth)
-	w.printf("   and read at STOP with one 16-byte load. The tag holds all three ids (communicator\n")
+	w.printf("   and read at STOP with one 16-byte load through the L1. The tag holds all three ids (communicator\n")
 	w.printf("   mod 256, channel, workCounter mod 2^48), so ids that share an entry do not pair. ---- */\n")
 	w.printf("#define HK_PAIR_COMMS %d\n#define HK_PAIR_CHANNELS %d\n#define HK_PAIR_DEPTH %d\n", pairComms, pairChannels, pairDepth)
 	w.printf("/* The pairing tag: communicator (8 bits), channel (8 bits), workCounter + 1 (48 bits); 0 = empty. */\n")
@@ -48,7 +48,7 @@ func (g *generator) pairingTable() {
     hk_store64x2(e, tag, ev->timestamp);
   } else if (ev->phase == 1) {
     hk_u64 seen, start;
-    hk_load64x2(e, &seen, &start);
+    hk_load64x2_l1(e, &seen, &start);
     if (seen == tag) {
       d->duration = ev->timestamp >= start ? ev->timestamp - start : 0ULL;
       d->paired = 1;

@@ -49,5 +49,5 @@ func (g *generator) symbols() {
 		w.printf("/* No name predicates: one set so that the symbol exists. */\nHK_VAR hk_u32 %s[1][%d];\n", SymFuncSets, FuncSetWords)
 	}
 	w.printf("HK_FN int hk_in_funcset(const hk_ctx_t* HK_RESTRICT cx, int set, hk_u32 id) {\n")
-	w.printf("  return id < %du && ((hk_load32(&cx->funcsets[set * %d + (id >> 5)]) >> (id & 31u)) & 1u);\n}\n\n", FuncSetWords*32, FuncSetWords)
+	w.printf("  return id < %du && ((hk_load32_ro(&cx->funcsets[set * %d + (id >> 5)]) >> (id & 31u)) & 1u);\n}\n\n", FuncSetWords*32, FuncSetWords)
 }

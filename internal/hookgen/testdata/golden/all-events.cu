@@ -203,6 +203,20 @@ HK_FN void hk_store64x2(hk_u64* p, hk_u64 a, hk_u64 b) {
 HK_FN void hk_load64x2(const hk_u64* p, hk_u64* a, hk_u64* b) {
   asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
 }
+/* hk_load64x2 through the L1, for the pairing entry: this thread's own START wrote it, so
+   the L1 holds either that entry or, after the block moved to another multiprocessor, a
+   stale one whose tag does not match (a lost pairing, never a wrong duration); a load
+   that must reach the L2 costs the STOP a round trip (docs/ARCHITECTURE.md "Duration pairing"). */
+HK_FN void hk_load64x2_l1(const hk_u64* p, hk_u64* a, hk_u64* b) {
+  asm volatile("ld.global.ca.v2.u64 {%0, %1}, [%2];" : "=l"(*a), "=l"(*b) : "l"(p) : "memory");
+}
+/* Memory the host fills before the hook is handed out and never changes while a kernel
+   runs (the function-id sets): through the read-only data cache. */
+HK_FN hk_u32 hk_load32_ro(const hk_u32* p) {
+  hk_u32 r;
+  asm("ld.global.nc.u32 %0, [%1];" : "=r"(r) : "l"(p));
+  return r;
+}
 HK_FN hk_u32 hk_smid(void) { hk_u32 r; asm volatile("mov.u32 %0, %%smid;" : "=r"(r)); return r; }
 HK_FN hk_u32 hk_warpid(void) { hk_u32 r; asm volatile("mov.u32 %0, %%warpid;" : "=r"(r)); return r; }
 HK_FN hk_u64 hk_globaltimer(void) { hk_u64 r; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(r)); return r; }
@@ -227,6 +241,8 @@ HK_FN void hk_load64x2(const hk_u64* p, hk_u64* a, hk_u64* b) {
   *a = __atomic_load_n(p, __ATOMIC_ACQUIRE);
   *b = hk_load64(p + 1);
 }
+HK_FN void hk_load64x2_l1(const hk_u64* p, hk_u64* a, hk_u64* b) { hk_load64x2(p, a, b); }
+HK_FN hk_u32 hk_load32_ro(const hk_u32* p) { return hk_load32(p); }
 HK_FN hk_u32 hk_f32_bits(float f) { union { float f; hk_u32 u; } x; x.f = f; return x.u; }
 HK_FN hk_u64 hk_f64_bits(double d) { union { double d; hk_u64 u; } x; x.d = d; return x.u; }
 HK_FN double hk_f64_from_bits(hk_u64 u) { union { double d; hk_u64 u; } x; x.u = u; return x.d; }
@@ -444,7 +460,7 @@ HK_VAR hk_u64 ncclhooks_agg[1];
 /* No name predicates: one set so that the symbol exists. */
 HK_VAR hk_u32 ncclhooks_funcsets[1][256];
 HK_FN int hk_in_funcset(const hk_ctx_t* HK_RESTRICT cx, int set, hk_u32 id) {
-  return id < 8192u && ((hk_load32(&cx->funcsets[set * 256 + (id >> 5)]) >> (id & 31u)) & 1u);
+  return id < 8192u && ((hk_load32_ro(&cx->funcsets[set * 256 + (id >> 5)]) >> (id & 31u)) & 1u);
 }
 
 /* Values derived from several events: duration and paired (at STOP). */
