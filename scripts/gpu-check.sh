@@ -14,7 +14,8 @@
 #      v7), NCCL 2.31 where NCCL_231_DIR names a build of it (its official v7),
 #      torch_nccl_load.py (records must appear), and the latency durations of
 #      each side by side
-#   6. the hook cost against the nop hook and the sustained rates (ncclhooks bench)
+#   6. the hook cost against the nop hook and the sustained rates (ncclhooks bench), with
+#      a CPU profile of the drain during the sustained rates ($OUT/drain.pprof)
 #   7. the SASS of each example's hook: instructions, atomics, reductions, loads, stores
 #      (host231: NCCL's dev branch, unpatched; HOST_WHEEL=0 leaves out the wheel and torch)
 # Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 sass bench"
@@ -187,8 +188,8 @@ PY
   fi
   if has bench; then
     echo "== bench (hook cost against the nop hook; sustained rates ${BENCH_RATES:-1e7})"
-    timeout 200 $BIN/ncclhooks bench -profiles bench/profiles/count.yaml,examples/all-events.yaml,examples/latency.yaml,examples/field-capture.yaml \
-      -rates "${BENCH_RATES:-1e7}" -o "$OUT/bench.md" 2>&1 | tail -60
+    timeout 280 $BIN/ncclhooks bench -profiles bench/profiles/count.yaml,examples/all-events.yaml,examples/latency.yaml,examples/field-capture.yaml \
+      -rates "${BENCH_RATES:-1e7}" -o "$OUT/bench.md" -cpuprofile "$OUT/drain.pprof" 2>&1 | tail -60
   fi
 }
 main 2>&1 | tee "$OUT/gpu-check.log"
