@@ -152,21 +152,11 @@ type output struct {
 
 func readOutput(t *testing.T, dir string) *output {
 	t.Helper()
-	var files []string
-	for _, suffix := range schema.OutputSuffixes {
-		m, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*"+suffix))
-		files = append(files, m...)
-	}
-	if len(files) != 1 {
-		t.Fatalf("want one output file in %s, got %v", dir, files)
-	}
-	return readOutputFile(t, files[0])
+	return readOutputFile(t, outputFile(t, dir))
 }
 
-// readKilledOutput is readOutput for a process killed without a final
-// dump: its last line may have been cut mid-write (the readers warn and
-// read past it), and is then left out. Every complete line must be JSON.
-func readKilledOutput(t *testing.T, dir string) *output {
+// outputFile is the one JSON lines output in dir, in any compression.
+func outputFile(t *testing.T, dir string) string {
 	t.Helper()
 	var files []string
 	for _, suffix := range schema.OutputSuffixes {
@@ -176,7 +166,16 @@ func readKilledOutput(t *testing.T, dir string) *output {
 	if len(files) != 1 {
 		t.Fatalf("want one output file in %s, got %v", dir, files)
 	}
-	f, err := schema.Open(files[0])
+	return files[0]
+}
+
+// readKilledOutput is readOutput for a process killed without a final
+// dump: its last line may have been cut mid-write (the readers warn and
+// read past it), and is then left out. Every complete line must be JSON.
+func readKilledOutput(t *testing.T, dir string) *output {
+	t.Helper()
+	path := outputFile(t, dir)
+	f, err := schema.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +184,7 @@ func readKilledOutput(t *testing.T, dir string) *output {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return parseOutput(t, files[0], bytes.NewReader(b[:bytes.LastIndexByte(b, '\n')+1]))
+	return parseOutput(t, path, bytes.NewReader(b[:bytes.LastIndexByte(b, '\n')+1]))
 }
 
 // readOutputFile reads a JSON lines output; a line that is not JSON fails

@@ -1,6 +1,7 @@
 package hookgen
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand"
 	"testing"
@@ -8,9 +9,40 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/config"
 )
 
-// The drain's Decoder decodes every type exactly as Layout.Decode does:
-// sign extension, floats, and fields at every offset of a packed payload.
-func TestDecoderMatchesDecode(t *testing.T) {
+// wantValue decodes one field the plain way, type by type: the reference
+// both decoders are checked against.
+func wantValue(f FieldLayout, payload []byte) Value {
+	le, b := binary.LittleEndian, payload[f.Offset:]
+	v := Value{Type: f.Type}
+	switch f.Type {
+	case config.Bool, config.U8:
+		v.U = uint64(b[0])
+	case config.U16:
+		v.U = uint64(le.Uint16(b))
+	case config.U32:
+		v.U = uint64(le.Uint32(b))
+	case config.U64:
+		v.U = le.Uint64(b)
+	case config.I8:
+		v.I = int64(int8(b[0]))
+	case config.I16:
+		v.I = int64(int16(le.Uint16(b)))
+	case config.I32:
+		v.I = int64(int32(le.Uint32(b)))
+	case config.I64:
+		v.I = int64(le.Uint64(b))
+	case config.F32:
+		v.F = float64(math.Float32frombits(le.Uint32(b)))
+	case config.F64:
+		v.F = math.Float64frombits(le.Uint64(b))
+	}
+	return v
+}
+
+// The drain's Decoder and Layout.Decode decode every type as the plain
+// type-by-type reading does: sign extension, floats, and fields at every
+// offset of a packed payload.
+func TestDecodersMatchTheReference(t *testing.T) {
 	types := []config.Type{config.Bool, config.U8, config.I8, config.U16, config.I16, config.U32, config.I32,
 		config.F32, config.U64, config.I64, config.F64}
 	l := Layout{}
@@ -19,11 +51,13 @@ func TestDecoderMatchesDecode(t *testing.T) {
 		l.Bytes += ty.Bytes()
 	}
 	l.Chunks = (l.Bytes + 3) / 4
-	l.Prepare()
 	dec := l.NewDecoder()
 	vals := dec.Values(3)
 	r := rand.New(rand.NewSource(1))
 	payload := make([]byte, 4*l.Chunks)
+	same := func(g, w Value) bool {
+		return g.Type == w.Type && g.U == w.U && g.I == w.I && (g.F == w.F || (math.IsNaN(g.F) && math.IsNaN(w.F)))
+	}
 	for round := 0; round < 2000; round++ {
 		for i := range payload {
 			switch round % 3 {
@@ -37,13 +71,14 @@ func TestDecoderMatchesDecode(t *testing.T) {
 		}
 		rec := vals[(round%3)*len(types) : (round%3+1)*len(types)]
 		dec.Decode(payload, rec)
-		want := l.Decode(payload, nil)
-		for i := range want {
-			g, w := rec[i], want[i]
-			same := g.Type == w.Type && g.U == w.U && g.I == w.I &&
-				(g.F == w.F || (math.IsNaN(g.F) && math.IsNaN(w.F)))
-			if !same {
-				t.Fatalf("round %d field %s: decoder %+v, Decode %+v", round, types[i], g, w)
+		plain := l.Decode(payload, nil)
+		for i, f := range l.Fields {
+			want := wantValue(f, payload)
+			if !same(rec[i], want) {
+				t.Fatalf("round %d field %s: Decoder %+v, want %+v", round, types[i], rec[i], want)
+			}
+			if !same(plain[i], want) {
+				t.Fatalf("round %d field %s: Layout.Decode %+v, want %+v", round, types[i], plain[i], want)
 			}
 		}
 	}

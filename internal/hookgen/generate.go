@@ -59,7 +59,7 @@ func hookInfo(index int, h *config.Hook) (*HookInfo, error) {
 		if f.Type.Bytes() == 0 {
 			return nil, fmt.Errorf("%s: hook %q: field %q has type %q, which cannot be stored", f.Pos, h.Name, f.Name, f.Type)
 		}
-		info.Layout.Fields = append(info.Layout.Fields, FieldLayout{Name: f.Name, Source: f.Source, Type: f.Type, Offset: off, dec: kindOf(f.Type)})
+		info.Layout.Fields = append(info.Layout.Fields, FieldLayout{Name: f.Name, Source: f.Source, Type: f.Type, Offset: off})
 		off += f.Type.Bytes()
 	}
 	info.Layout.Bytes = off

@@ -182,7 +182,6 @@ type FieldLayout struct {
 	Source string
 	Type   config.Type
 	Offset int
-	dec    decodeKind // set by Generate
 }
 
 // SlotWords is the number of 64-bit words of one slot.
@@ -196,56 +195,6 @@ type Value struct {
 	F    float64
 }
 
-// decodeKind is how Decode reads a field; 0 means not prepared yet.
-type decodeKind uint8
-
-const (
-	decU8 decodeKind = iota + 1
-	decU16
-	decU32
-	decU64
-	decI8
-	decI16
-	decI32
-	decI64
-	decF32
-	decF64
-)
-
-func kindOf(t config.Type) decodeKind {
-	switch t {
-	case config.Bool, config.U8:
-		return decU8
-	case config.U16:
-		return decU16
-	case config.U32:
-		return decU32
-	case config.U64:
-		return decU64
-	case config.I8:
-		return decI8
-	case config.I16:
-		return decI16
-	case config.I32:
-		return decI32
-	case config.I64:
-		return decI64
-	case config.F32:
-		return decF32
-	case config.F64:
-		return decF64
-	}
-	return 0
-}
-
-// Prepare readies a hand-built layout for fast decoding (Generate does it
-// for its own).
-func (l *Layout) Prepare() {
-	for i := range l.Fields {
-		l.Fields[i].dec = kindOf(l.Fields[i].Type)
-	}
-}
-
 // Decode unpacks a payload (len >= l.Bytes) into one value per field,
 // setting each value's Type. The drain decodes through a Decoder instead,
 // which sets the types once.
@@ -255,44 +204,11 @@ func (l *Layout) Decode(payload []byte, out []Value) []Value {
 		out = make([]Value, n)
 	}
 	out = out[:n]
-	for i := range l.Fields {
-		f := &l.Fields[i]
+	for i, f := range l.Fields {
 		out[i] = Value{Type: f.Type}
-		k := f.dec
-		if k == 0 {
-			k = kindOf(f.Type)
-		}
-		decodeField(k, payload[f.Offset:], &out[i])
 	}
+	l.NewDecoder().Decode(payload, out)
 	return out
-}
-
-// decodeField sets the one member of v that kind k uses from the field's
-// little-endian bytes at the start of b.
-func decodeField(k decodeKind, b []byte, v *Value) {
-	le := binary.LittleEndian
-	switch k {
-	case decU8:
-		v.U = uint64(b[0])
-	case decU16:
-		v.U = uint64(le.Uint16(b))
-	case decU32:
-		v.U = uint64(le.Uint32(b))
-	case decU64:
-		v.U = le.Uint64(b)
-	case decI8:
-		v.I = int64(int8(b[0]))
-	case decI16:
-		v.I = int64(int16(le.Uint16(b)))
-	case decI32:
-		v.I = int64(int32(le.Uint32(b)))
-	case decI64:
-		v.I = int64(le.Uint64(b))
-	case decF32:
-		v.F = float64(math.Float32frombits(le.Uint32(b)))
-	case decF64:
-		v.F = math.Float64frombits(le.Uint64(b))
-	}
 }
 
 // A Decoder decodes the payloads of one layout into values it typed once
@@ -354,7 +270,8 @@ func (d *Decoder) Values(n int) []Value {
 }
 
 // Decode unpacks payload into out: one record's values from Values, which
-// only Decode has written since.
+// only Decode has written since. The fields are read inline: the drain
+// decodes every record it delivers.
 func (d *Decoder) Decode(payload []byte, out []Value) {
 	out = out[:len(d.fields)]
 	le := binary.LittleEndian

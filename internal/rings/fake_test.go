@@ -127,7 +127,6 @@ func testLayout() hookgen.Layout {
 		Bytes:  22,
 		Chunks: 6,
 	}
-	l.Prepare()
 	return l
 }
 

@@ -26,7 +26,6 @@ func benchRecords() []Record {
 		l.Fields = append(l.Fields, hookgen.FieldLayout{Name: f.name, Source: f.name, Type: f.t, Offset: l.Bytes})
 		l.Bytes += f.t.Bytes()
 	}
-	l.Prepare()
 	h := &hookgen.HookInfo{Name: "all", Layout: l}
 	const batch = 1024
 	recs := make([]Record, batch)
