@@ -111,12 +111,7 @@ func transientFullDisk(t *testing.T, compress string) {
 		"NCCL_HOOKS_COMPRESS=" + compress, "CDRIVER_FSIZE=16384"}, 1, 1, 2, 20000, 2)
 	// One WARN about the failed write; a host under load may add the
 	// one-time drop WARN (buffer_full or ring_full, counted below).
-	failedWARNs := 0
-	for _, w := range r.warns {
-		if strings.Contains(w, "dropped_write_failed") {
-			failedWARNs++
-		}
-	}
+	failedWARNs := countWarns(r.warns, "dropped_write_failed")
 	if failedWARNs != 1 || len(r.warns) > 2 {
 		t.Errorf("want one WARN about the failed write, got %q", r.warns)
 	}
@@ -288,12 +283,7 @@ func TestFinalizeWithSlowStorage(t *testing.T) {
 	if ms < 1900 || ms > 12_000 {
 		t.Errorf("finalize took %d ms, want the 2 s bound", ms)
 	}
-	slow := 0
-	for _, w := range r.warns {
-		if strings.Contains(w, "did not settle within 2s") {
-			slow++
-		}
-	}
+	slow := countWarns(r.warns, "did not settle within 2s")
 	if slow != 1 {
 		t.Errorf("want one WARN that finalize stopped waiting, got %q", r.warns)
 	}

@@ -26,12 +26,7 @@ func TestOutputSizeCap(t *testing.T) {
 			const capBytes = 64 << 10
 			r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out,
 				"NCCL_HOOKS_COMPRESS=" + c, "NCCL_HOOKS_MAX_OUTPUT_BYTES=64K", "CDRIVER_WORK=4000"}, 1, 1, 2, 30000, 1)
-			capWarns := 0
-			for _, w := range r.warns {
-				if strings.Contains(w, "NCCL_HOOKS_MAX_OUTPUT_BYTES") {
-					capWarns++
-				}
-			}
+			capWarns := countWarns(r.warns, "NCCL_HOOKS_MAX_OUTPUT_BYTES")
 			if capWarns != 1 {
 				t.Errorf("want one WARN about the cap, got %q", r.warns)
 			}

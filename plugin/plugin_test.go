@@ -155,6 +155,17 @@ func readOutput(t *testing.T, dir string) *output {
 	return readOutputFile(t, outputFile(t, dir))
 }
 
+// countWarns is how many of warns contain s.
+func countWarns(warns []string, s string) int {
+	n := 0
+	for _, w := range warns {
+		if strings.Contains(w, s) {
+			n++
+		}
+	}
+	return n
+}
+
 // outputFile is the one JSON lines output in dir, in any compression.
 func outputFile(t *testing.T, dir string) string {
 	t.Helper()
