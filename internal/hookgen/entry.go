@@ -184,10 +184,16 @@ func (g *generator) let(t *translator, h *config.Hook, l *config.Let) error {
 func (g *generator) entry(pairing bool) {
 	m, w := g.m, &g.w
 	w.printf("/* The hook NCCL calls on lane 0 of each block, at START and STOP of every work item. */\n")
-	w.printf("HK_ENTRY void %s(const ncclProfilerDevEvent_t* ev, void* devCtx) {\n", SymEntry)
-	w.printf("  const hk_ctx_t* HK_RESTRICT cx = (const hk_ctx_t*)devCtx; /* &%s of this device */\n", SymCtx)
+	w.printf("HK_ENTRY void %s(const ncclProfilerDevEvent_t* event, void* devCtx) {\n", SymEntry)
+	w.printf("  if (!devCtx) return;\n")
+	w.printf("  /* The event and the context (this communicator's copy of %s), each read once here:\n", SymCtx)
+	w.printf("     read through the pointers, a field would be loaded again after every atomic\n")
+	w.printf("     or store below, which clobber memory, and each load would wait behind it. */\n")
+	w.printf("  const ncclProfilerDevEvent_t evc = *event;\n")
+	w.printf("  const hk_ctx_t cxc = *(const hk_ctx_t*)devCtx;\n")
+	w.printf("  const ncclProfilerDevEvent_t* const ev = &evc;\n")
+	w.printf("  const hk_ctx_t* HK_RESTRICT const cx = &cxc;\n")
 	w.printf("  hk_derived_t dv = {0, 0};\n")
-	w.printf("  if (!cx) return;\n")
 	if pairing {
 		w.printf("  hk_pair(cx, ev, &dv);\n")
 	}

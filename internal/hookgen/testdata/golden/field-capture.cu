@@ -551,10 +551,16 @@ HK_FN void hk_hook_where(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEv
 }
 
 /* The hook NCCL calls on lane 0 of each block, at START and STOP of every work item. */
-HK_ENTRY void ncclhooks_entry(const ncclProfilerDevEvent_t* ev, void* devCtx) {
-  const hk_ctx_t* HK_RESTRICT cx = (const hk_ctx_t*)devCtx; /* &ncclhooks_ctx of this device */
+HK_ENTRY void ncclhooks_entry(const ncclProfilerDevEvent_t* event, void* devCtx) {
+  if (!devCtx) return;
+  /* The event and the context (this communicator's copy of ncclhooks_ctx), each read once here:
+     read through the pointers, a field would be loaded again after every atomic
+     or store below, which clobber memory, and each load would wait behind it. */
+  const ncclProfilerDevEvent_t evc = *event;
+  const hk_ctx_t cxc = *(const hk_ctx_t*)devCtx;
+  const ncclProfilerDevEvent_t* const ev = &evc;
+  const hk_ctx_t* HK_RESTRICT const cx = &cxc;
   hk_derived_t dv = {0, 0};
-  if (!cx) return;
   hk_pair(cx, ev, &dv);
   hk_hook_where(cx, ev, &dv); /* "where" */
 }
