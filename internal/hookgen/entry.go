@@ -6,7 +6,6 @@ package hookgen
 import (
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/expr-lang/expr/ast"
 
@@ -180,19 +179,6 @@ func (g *generator) let(t *translator, h *config.Hook, l *config.Let) error {
 	})
 }
 
-// sampleGate is the C condition under which no hook keeps the event's work
-// item, when every hook samples ("" when one does not).
-func sampleGate(hooks []*HookInfo) string {
-	var terms []string
-	for _, h := range hooks {
-		if h.Hook.Sample <= 1 {
-			return ""
-		}
-		terms = append(terms, fmt.Sprintf("evc.workCounter %% %dULL != 0ULL", h.Hook.Sample))
-	}
-	return strings.Join(terms, " && ")
-}
-
 // entry writes the one hook NCCL calls, which dispatches to every hook in
 // profile order, and the pointer variable the GPU backend reads its address from.
 func (g *generator) entry(pairing bool) {
@@ -204,10 +190,6 @@ func (g *generator) entry(pairing bool) {
 	w.printf("     read through the pointers, a field would be loaded again after every atomic\n")
 	w.printf("     or store below, which clobber memory, and each load would wait behind it. */\n")
 	w.printf("  const ncclProfilerDevEvent_t evc = *event;\n")
-	if gate := sampleGate(m.Hooks); gate != "" && !pairing {
-		w.printf("  /* Every hook samples: a work item that none of them keeps reads no more than this. */\n")
-		w.printf("  if (%s) return;\n", gate)
-	}
 	w.printf("  const hk_ctx_t cxc = *(const hk_ctx_t*)devCtx;\n")
 	w.printf("  const ncclProfilerDevEvent_t* const ev = &evc;\n")
 	w.printf("  const hk_ctx_t* HK_RESTRICT const cx = &cxc;\n")

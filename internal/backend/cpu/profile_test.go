@@ -2,7 +2,6 @@ package cpu_test
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/ncclhooks/ncclhooks/internal/backend/cpu/internal/cdrive"
@@ -68,42 +67,5 @@ hooks:
 	row := agg[a.Offset+a.Row(5, 0)*a.RowWords:][:a.RowWords]
 	if row[0] != 3 || row[1] != 2500+7500+12500 || row[2+12] != 1 || row[2+13] != 1 || row[2+14] != 1 {
 		t.Errorf("histogram row of funcId 5 = count %d sum %d buckets %v", row[0], row[1], row[2:18])
-	}
-}
-
-// When every hook samples, the entry returns before it reads the context
-// for a work item that none of them keeps (hookgen's sample gate): each hook
-// must still get exactly its own items, including those only one keeps.
-func TestSampleGateKeepsEachHooksItems(t *testing.T) {
-	p, err := config.Parse("s.yaml", []byte(`version: 1
-name: s
-hooks:
-  - {name: half, sample: 1/2, fields: [workCounter, phase]}
-  - {name: third, sample: 1/3, fields: [workCounter, phase]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, d := load(t, p, 0)
-	if !strings.Contains(m.Source, "if (evc.workCounter % 2ULL != 0ULL && evc.workCounter % 3ULL != 0ULL) return;") {
-		t.Fatal("the generated entry has no sample gate for the two hooks")
-	}
-	var s []cdrive.Event
-	for wc := range uint64(12) {
-		s = append(s, cdrive.Event{WorkCounter: wc, Phase: cdrive.Start}, cdrive.Event{WorkCounter: wc, Phase: cdrive.Stop})
-	}
-	cdrive.Run(d.Entry(), d.Ctx(), [][]cdrive.Event{s})
-	ctl := readCtl(t, m, d)
-	for h, want := range [][]uint64{{0, 2, 4, 6, 8, 10}, {0, 3, 6, 9}} {
-		if ctl[h] != uint64(2*len(want)) {
-			t.Fatalf("hook %s: %d records, want %d", m.Hooks[h].Name, ctl[h], 2*len(want))
-		}
-		for i, wc := range want {
-			for phase := range uint64(2) {
-				if got := unsigned(record(t, d, m.Hooks[h], uint64(2*i)+phase)); !slices.Equal(got, []uint64{wc, phase}) {
-					t.Errorf("hook %s record %d = %v, want [%d %d]", m.Hooks[h].Name, 2*i+int(phase), got, wc, phase)
-				}
-			}
-		}
 	}
 }

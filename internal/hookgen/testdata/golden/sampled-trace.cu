@@ -513,8 +513,6 @@ HK_ENTRY void ncclhooks_entry(const ncclProfilerDevEvent_t* event, void* devCtx)
      read through the pointers, a field would be loaded again after every atomic
      or store below, which clobber memory, and each load would wait behind it. */
   const ncclProfilerDevEvent_t evc = *event;
-  /* Every hook samples: a work item that none of them keeps reads no more than this. */
-  if (evc.workCounter % 16ULL != 0ULL) return;
   const hk_ctx_t cxc = *(const hk_ctx_t*)devCtx;
   const ncclProfilerDevEvent_t* const ev = &evc;
   const hk_ctx_t* HK_RESTRICT const cx = &cxc;
