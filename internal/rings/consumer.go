@@ -276,27 +276,32 @@ func (k *consumer) emitRun(head uint64) uint64 {
 	if k.dropNewest {
 		end = min(end, k.limitTried)
 	}
-	c, mask, words := k.chunks, k.n-1, k.words
+	c, mask := k.chunks, k.n-1
+	slots, seqs, payloads, stride := k.slots, r.seqs, r.payloads, r.stride
 	n := uint64(0)
 	for p := p0; p < end; p++ {
-		s := uint32(p + 1)
-		slot := k.slots[int(p&mask)*c : int(p&mask+1)*c]
-		for i := range words {
-			// One load per word: a word's stamp and chunk come from the
-			// same single-copy-atomic load.
-			if words[i] = atomic.LoadUint64(&slot[i]); uint32(words[i]>>32) != s {
-				goto done
-			}
-		}
+		// The stamp in the high half of every word, to XOR away.
+		st := uint64(uint32(p+1)) << 32
+		slot := slots[int(p&mask)*c : int(p&mask+1)*c]
 		i := (h + n) & r.mask
-		buf := r.payloads[int(i)*r.stride : int(i+1)*r.stride]
-		for j, w := range words {
+		buf := payloads[int(i)*stride : int(i+1)*stride]
+		buf = buf[:4*len(slot)]
+		// One load per word: a word's stamp and chunk come from the same
+		// single-copy-atomic load. The chunks go straight into the ring
+		// slot, which nothing reads before the head's store: a record
+		// with a wrong stamp is left there unpublished.
+		var diff uint64
+		for j := range slot {
+			w := atomic.LoadUint64(&slot[j])
+			diff |= w ^ st
 			binary.LittleEndian.PutUint32(buf[4*j:], uint32(w))
 		}
-		r.seqs[i] = p
+		if diff>>32 != 0 {
+			break
+		}
+		seqs[i] = p
 		n++
 	}
-done:
 	if n > 0 {
 		r.pushed += n
 		r.head.Store(h + n) // publishes seqs and payloads to the consumer
