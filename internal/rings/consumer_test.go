@@ -434,3 +434,22 @@ func TestRunStopsAtRingRoomAndAtPartialRecords(t *testing.T) {
 		t.Fatalf("pos %d, %+v, ring %d: want the run to end at the partial position 7", k.pos, r, k.ring.Len())
 	}
 }
+
+// Consume (a test helper) hands up to max waiting records, oldest first, to fn and then
+// frees them. payload is only valid during the call. It returns the number
+// of records consumed.
+func (r *Ring) Consume(max int, fn func(seq uint64, payload []byte)) int {
+	done := 0
+	for done < max {
+		seqs, payloads := r.Peek(max - done)
+		if len(seqs) == 0 {
+			break
+		}
+		for j, seq := range seqs {
+			fn(seq, payloads[j*r.stride:(j+1)*r.stride])
+		}
+		r.Release(len(seqs))
+		done += len(seqs)
+	}
+	return done
+}

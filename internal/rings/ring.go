@@ -97,19 +97,19 @@ func (r *Ring) Pushed() uint64 { return r.pushed }
 // Refused is the number of ring_full drops so far (producer side).
 func (r *Ring) Refused() uint64 { return r.refused }
 
-// Consume hands up to max waiting records, oldest first, to fn and then
-// frees them. payload is only valid during the call. It returns the number
-// of records consumed.
-func (r *Ring) Consume(max int, fn func(seq uint64, payload []byte)) int {
+// Peek returns up to max waiting records, oldest first, that lie back to
+// back in the ring (so fewer when they wrap around its end): their
+// positions, and their payloads, stride bytes each. They stay the
+// consumer's until Release.
+func (r *Ring) Peek(max int) (seqs []uint64, payloads []byte) {
 	t := r.tail.Load()
-	n := r.head.Load() - t
-	if uint64(max) < n {
-		n = uint64(max)
-	}
-	for k := uint64(0); k < n; k++ {
-		i := int((t + k) & r.mask)
-		fn(r.seqs[i], r.payloads[i*r.stride:(i+1)*r.stride])
-	}
-	r.tail.Store(t + n) // hands the records back to the producer
-	return int(n)
+	n := min(r.head.Load()-t, uint64(max))
+	i := t & r.mask
+	n = min(n, uint64(len(r.seqs))-i)
+	return r.seqs[i : i+n], r.payloads[int(i)*r.stride : int(i+n)*r.stride]
+}
+
+// Release hands the n oldest waiting records back to the producer.
+func (r *Ring) Release(n int) {
+	r.tail.Store(r.tail.Load() + uint64(n))
 }
