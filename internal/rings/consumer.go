@@ -69,7 +69,7 @@ type consumer struct {
 	lastRecords, lastDropped uint64
 	funcField                int // index of the funcId-sourced field, -1 if none
 	decoder                  *hookgen.Decoder
-	values                   []hookgen.Value // a batch of records' values, typed by decoder
+	recs                     []sinks.Record // a batch, with hook, device and values set (newBatch)
 }
 
 func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uint32, head uint64, ringCap int) (*consumer, error) {

@@ -37,11 +37,7 @@ func (d *Drainer) deliverLoop() {
 // been delivered in all, or the ring is empty (deliverMu held).
 func (d *Drainer) deliver(k *consumer, upTo uint64) {
 	if k.decoder == nil {
-		k.decoder = k.info.Layout.NewDecoder()
-		k.values = k.decoder.Values(d.opts.Batch)
-	}
-	if len(d.recs) < d.opts.Batch {
-		d.recs = make([]sinks.Record, d.opts.Batch)
+		k.newBatch(d.opts.Batch)
 	}
 	for k.popped < upTo {
 		want := int(min(uint64(d.opts.Batch), upTo-k.popped))
@@ -53,7 +49,7 @@ func (d *Drainer) deliver(k *consumer, upTo uint64) {
 			if len(seqs) == 0 {
 				break
 			}
-			d.decode(k, d.recs[n:n+len(seqs)], n, seqs, payloads)
+			d.decode(k, k.recs[n:n+len(seqs)], seqs, payloads)
 			k.ring.Release(len(seqs))
 			n += len(seqs)
 		}
@@ -61,23 +57,31 @@ func (d *Drainer) deliver(k *consumer, upTo uint64) {
 			return
 		}
 		k.popped += uint64(n)
-		d.sinkDo("records", d.opts.Sink.Records(d.recs[:n]))
+		d.sinkDo("records", d.opts.Sink.Records(k.recs[:n]))
 	}
 }
 
-// decode fills recs, the batch's records from the first'th on, from the
-// positions and payloads of k's ring records.
-func (d *Drainer) decode(k *consumer, recs []sinks.Record, first int, seqs []uint64, payloads []byte) {
-	// Records and their values are reused batch after batch (the Sink
-	// contract): fill them in place. A consumer's values keep their
-	// types, so decoding writes only the numbers.
-	nf, stride := len(k.info.Layout.Fields), k.ring.stride
-	values := k.values[first*nf : (first+len(recs))*nf]
+// newBatch makes k's decoder and the records of a batch, each with its
+// hook, device and values (typed by the decoder) filled in once: records and
+// their values are reused batch after batch (the Sink contract).
+func (k *consumer) newBatch(size int) {
+	nf := len(k.info.Layout.Fields)
+	k.decoder = k.info.Layout.NewDecoder()
+	values := k.decoder.Values(size)
+	k.recs = make([]sinks.Record, size)
+	for i := range k.recs {
+		k.recs[i] = sinks.Record{Hook: k.info, Device: k.device, Values: values[i*nf : (i+1)*nf : (i+1)*nf]}
+	}
+}
+
+// decode fills the positions, values and function names of recs from k's
+// ring records. Decoding writes only the numbers.
+func (d *Drainer) decode(k *consumer, recs []sinks.Record, seqs []uint64, payloads []byte) {
+	stride := k.ring.stride
 	seqs = seqs[:len(recs)]
 	for i := range recs {
 		r := &recs[i]
-		r.Hook, r.Device, r.Seq, r.FuncName = k.info, k.device, seqs[i], ""
-		r.Values = values[i*nf : (i+1)*nf : (i+1)*nf]
+		r.Seq = seqs[i]
 		k.decoder.Decode(payloads[i*stride:(i+1)*stride], r.Values)
 		if k.funcField >= 0 {
 			r.FuncName = d.funcName(funcID(r.Values[k.funcField]))

@@ -98,7 +98,6 @@ type Drainer struct {
 	dumps     int
 	names     map[uint32]string // resolved names of ids >= funcCacheSize
 	nameCache []*string         // resolved names of ids < funcCacheSize
-	recs      []sinks.Record
 	sinkErr   bool
 }
 
