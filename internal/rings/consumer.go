@@ -290,8 +290,16 @@ func (k *consumer) emitRun(head uint64) uint64 {
 		// single-copy-atomic load. The chunks go straight into the ring
 		// slot, which nothing reads before the head's store: a record
 		// with a wrong stamp is left there unpublished.
+		// Two chunks are one 8-byte store: the high word's shift drops
+		// its stamp.
 		var diff uint64
-		for j := range slot {
+		j := 0
+		for ; j+1 < len(slot); j += 2 {
+			lo, hi := atomic.LoadUint64(&slot[j]), atomic.LoadUint64(&slot[j+1])
+			diff |= (lo ^ st) | (hi ^ st)
+			binary.LittleEndian.PutUint64(buf[4*j:], lo&0xffffffff|hi<<32)
+		}
+		if j < len(slot) {
 			w := atomic.LoadUint64(&slot[j])
 			diff |= w ^ st
 			binary.LittleEndian.PutUint32(buf[4*j:], uint32(w))
