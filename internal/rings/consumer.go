@@ -67,7 +67,8 @@ type consumer struct {
 	// Delivery side.
 	popped                   uint64
 	lastRecords, lastDropped uint64
-	funcField                int // index of the funcId-sourced field, -1 if none
+	funcField                int      // index of the funcId-sourced field, -1 if none
+	funcMember               idMember // the member of its values that holds the id
 	decoder                  *hookgen.Decoder
 	recs                     []sinks.Record // a batch, with hook, device and values set (newBatch)
 }
@@ -106,7 +107,7 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 	}
 	for i, f := range info.Layout.Fields {
 		if f.Source == "funcId" {
-			k.funcField = i
+			k.funcField, k.funcMember = i, idMemberOf(f.Type)
 			break
 		}
 	}

@@ -5,6 +5,7 @@ package rings
 import (
 	"time"
 
+	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/sinks"
 )
@@ -84,35 +85,52 @@ func (d *Drainer) decode(k *consumer, recs []sinks.Record, seqs []uint64, payloa
 		r.Seq = seqs[i]
 		k.decoder.Decode(payloads[i*stride:(i+1)*stride], r.Values)
 		if k.funcField >= 0 {
-			r.FuncName = d.funcName(funcID(r.Values[k.funcField]))
+			// NCCL's function table has a few hundred entries: an
+			// array lookup here keeps the resolver (a cgo call in the
+			// plugin), and a call, off the per-record path.
+			id := k.funcID(&r.Values[k.funcField])
+			if id < funcCacheSize && d.nameCache[id] != nil {
+				r.FuncName = *d.nameCache[id]
+			} else {
+				r.FuncName = d.resolve(id)
+			}
 		}
 	}
 }
 
-// funcID is the function id a funcId-sourced field holds.
-func funcID(v hookgen.Value) uint32 {
+// idMember says which member of a funcId-sourced value holds the id: the
+// field's type, looked at once rather than per record.
+type idMember uint8
+
+const (
+	idU idMember = iota
+	idI
+	idF
+)
+
+func idMemberOf(t config.Type) idMember {
 	switch {
-	case v.Type.IsFloat():
+	case t.IsFloat():
+		return idF
+	case t.IsSigned():
+		return idI
+	}
+	return idU
+}
+
+// funcID is the function id a funcId-sourced value holds.
+func (k *consumer) funcID(v *hookgen.Value) uint32 {
+	switch k.funcMember {
+	case idF:
 		return uint32(v.F)
-	case v.Type.IsSigned():
+	case idI:
 		return uint32(v.I)
 	}
 	return uint32(v.U)
 }
 
-// funcName resolves a function id. NCCL's function table has a few hundred
-// entries: a slice lookup keeps the resolver (a cgo call in the plugin) off
-// the per-record path.
-func (d *Drainer) funcName(id uint32) string {
-	if id < uint32(len(d.nameCache)) {
-		if p := d.nameCache[id]; p != nil {
-			return *p
-		}
-	}
-	return d.resolve(id)
-}
-
-// resolve calls the resolver for an id not in nameCache and caches its name.
+// resolve calls the resolver for an id not in nameCache and caches its name
+// (there, or in names for a large id).
 func (d *Drainer) resolve(id uint32) string {
 	if name, ok := d.names[id]; ok {
 		return name
@@ -124,9 +142,6 @@ func (d *Drainer) resolve(id uint32) string {
 	if id >= funcCacheSize {
 		d.names[id] = name
 		return name
-	}
-	if d.nameCache == nil {
-		d.nameCache = make([]*string, funcCacheSize)
 	}
 	d.nameCache[id] = &name
 	return name

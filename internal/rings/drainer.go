@@ -95,9 +95,11 @@ type Drainer struct {
 	summary Summary
 
 	// Delivery side, under deliverMu.
-	dumps     int
-	names     map[uint32]string // resolved names of ids >= funcCacheSize
-	nameCache []*string         // resolved names of ids < funcCacheSize
+	dumps int
+	names map[uint32]string // resolved names of ids >= funcCacheSize
+	// nameCache: resolved names of ids < funcCacheSize, an array so that
+	// its lookup needs no bounds check.
+	nameCache *[funcCacheSize]*string
 	sinkErr   bool
 }
 
@@ -125,10 +127,11 @@ func NewDrainer(opts Options) *Drainer {
 		opts.Sink = discard{}
 	}
 	d := &Drainer{
-		opts:  opts,
-		wake:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		names: map[uint32]string{},
+		opts:      opts,
+		wake:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		names:     map[uint32]string{},
+		nameCache: new([funcCacheSize]*string),
 	}
 	d.devices.Store(&[]*device{})
 	d.done.Add(2)

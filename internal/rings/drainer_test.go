@@ -1,12 +1,15 @@
 package rings
 
 import (
+	"encoding/binary"
+	"math"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/sinks"
 )
 
@@ -442,6 +445,54 @@ func TestDriverShutdownAtExit(t *testing.T) {
 		}
 		if !settled && (warns != 1 || !strings.Contains(shutdown[0], "before the last communicator was finalized")) {
 			t.Errorf("not settled: %d WARNs, line %q; want one WARN", warns, shutdown[0])
+		}
+	}
+}
+
+// A funcId field of any type names its function, through the cache for
+// small ids and the map for large ones, resolving each id once.
+func TestFuncNamesOfEveryIDType(t *testing.T) {
+	for _, ty := range []config.Type{config.U32, config.I32, config.F64, config.U16} {
+		l := hookgen.Layout{Fields: []hookgen.FieldLayout{{Name: "fn", Source: "funcId", Type: ty}}, Bytes: 8, Chunks: 2}
+		h := testHook("h", 16, config.DropNewest)
+		h.Layout = l
+		m := testModule(h)
+		dev := newFakeDevice(0, m)
+		sink := newRecordingSink(t)
+		calls := map[uint32]int{}
+		d := NewDrainer(Options{Sink: sink, PollInterval: time.Hour, DumpInterval: time.Hour,
+			FuncName: func(id uint32) string { calls[id]++; return testFuncName(id) }})
+		if err := d.Add(dev, m); err != nil {
+			t.Fatal(err)
+		}
+		ids := []uint32{5, 5000, 5, 5000, 0, 4095, 4096}
+		for _, id := range ids {
+			var bits uint64
+			switch ty {
+			case config.I32:
+				bits = uint64(uint32(int32(id)))
+			case config.F64:
+				bits = math.Float64bits(float64(id))
+			default:
+				bits = uint64(id)
+			}
+			pos, _ := dev.reserve(0)
+			dev.write(0, pos, binary.LittleEndian.AppendUint64(nil, bits), 2, 0)
+		}
+		d.Close()
+		recs := sink.records[key{"h", 0}]
+		if len(recs) != len(ids) {
+			t.Fatalf("%s: %d records, want %d", ty, len(recs), len(ids))
+		}
+		for i, r := range recs {
+			if want := testFuncName(ids[i]); r.FuncName != want {
+				t.Errorf("%s: record %d: func %q, want %q", ty, i, r.FuncName, want)
+			}
+		}
+		for id, n := range calls {
+			if n != 1 {
+				t.Errorf("%s: id %d resolved %d times", ty, id, n)
+			}
 		}
 	}
 }
