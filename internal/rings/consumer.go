@@ -263,34 +263,25 @@ func (k *consumer) decide(head uint64, ps *pass, res *passResult) step {
 // cores, and reading the run in order cost 10-15% less CPU and kept
 // all-events lossless at 20 M events/s in 3 of 3 runs (bench/RESULTS.md).
 func (k *consumer) emitRun(head uint64) uint64 {
-	p0 := k.pos
-	r := k.ring
-	h := r.head.Load()
-	room := uint64(len(r.seqs)) - (h - r.tailSeen)
+	p0, r := k.pos, k.ring
+	room := r.Free()
 	if room == 0 {
-		r.tailSeen = r.tail.Load()
-		if room = uint64(len(r.seqs)) - (h - r.tailSeen); room == 0 {
-			return 0
-		}
+		return 0
 	}
 	end := min(head, p0+room)
 	if k.dropNewest {
 		end = min(end, k.limitTried)
 	}
-	c, mask := k.chunks, k.n-1
-	slots, seqs, payloads, stride := k.slots, r.seqs, r.payloads, r.stride
+	c, mask, slots := k.chunks, k.n-1, k.slots
 	n := uint64(0)
 	for p := p0; p < end; p++ {
 		// The stamp in the high half of every word, to XOR away.
 		st := uint64(uint32(p+1)) << 32
 		slot := slots[int(p&mask)*c : int(p&mask+1)*c]
-		i := (h + n) & r.mask
-		buf := payloads[int(i)*stride : int(i+1)*stride]
-		buf = buf[:4*len(slot)]
+		buf := r.Unpublished(n, p)[:4*len(slot)]
 		// One load per word: a word's stamp and chunk come from the same
 		// single-copy-atomic load. The chunks go straight into the ring
-		// slot, which nothing reads before the head's store: a record
-		// with a wrong stamp is left there unpublished.
+		// slot: a record with a wrong stamp is left there unpublished.
 		// Two chunks are one 8-byte store: the high word's shift drops
 		// its stamp.
 		var diff uint64
@@ -308,12 +299,10 @@ func (k *consumer) emitRun(head uint64) uint64 {
 		if diff>>32 != 0 {
 			break
 		}
-		seqs[i] = p
 		n++
 	}
 	if n > 0 {
-		r.pushed += n
-		r.head.Store(h + n) // publishes seqs and payloads to the consumer
+		r.Publish(n)
 	}
 	return n
 }

@@ -52,27 +52,51 @@ func (r *Ring) Cap() int { return len(r.seqs) }
 // Len is the number of records waiting for the consumer.
 func (r *Ring) Len() int { return int(r.head.Load() - r.tail.Load()) }
 
+// Free is the number of records the producer can write before the consumer
+// releases more. It reloads tail only when the last read leaves no room.
+func (r *Ring) Free() uint64 {
+	h := r.head.Load()
+	if free := uint64(len(r.seqs)) - (h - r.tailSeen); free > 0 {
+		return free
+	}
+	r.tailSeen = r.tail.Load()
+	return uint64(len(r.seqs)) - (h - r.tailSeen)
+}
+
 // Reserve returns the payload buffer of the next free record, or nil when the
 // ring is full. The producer fills it and calls Commit; a reservation that is
 // not committed is simply reused by the next Reserve.
 func (r *Ring) Reserve() []byte {
-	h := r.head.Load()
-	if h-r.tailSeen >= uint64(len(r.seqs)) {
-		r.tailSeen = r.tail.Load()
-		if h-r.tailSeen >= uint64(len(r.seqs)) {
-			return nil
-		}
+	if r.Free() == 0 {
+		return nil
 	}
-	i := int(h & r.mask)
-	return r.payloads[i*r.stride : (i+1)*r.stride : (i+1)*r.stride]
+	return r.payload(r.head.Load() & r.mask)
 }
 
 // Commit publishes the record last returned by Reserve under position seq.
 func (r *Ring) Commit(seq uint64) {
-	h := r.head.Load()
-	r.seqs[h&r.mask] = seq
-	r.pushed++
-	r.head.Store(h + 1) // publishes seqs and payload to the consumer
+	r.seqs[r.head.Load()&r.mask] = seq
+	r.Publish(1)
+}
+
+// Unpublished returns the payload buffer of the n-th record after the
+// published ones (n < Free), to go out under position seq with Publish.
+// Until then the consumer does not read it, so a producer may fill it and
+// leave it.
+func (r *Ring) Unpublished(n, seq uint64) []byte {
+	i := (r.head.Load() + n) & r.mask
+	r.seqs[i] = seq
+	return r.payload(i)
+}
+
+// Publish hands the next n records to the consumer.
+func (r *Ring) Publish(n uint64) {
+	r.pushed += n
+	r.head.Store(r.head.Load() + n) // publishes seqs and payloads to the consumer
+}
+
+func (r *Ring) payload(i uint64) []byte {
+	return r.payloads[int(i)*r.stride : int(i+1)*r.stride : int(i+1)*r.stride]
 }
 
 // Push copies payload into the ring. It reports false, and counts a ring_full
