@@ -124,10 +124,11 @@ func newer(x, s uint32, n uint64) bool {
 
 // passResult says what one pass over one hook did.
 type passResult struct {
-	decided  uint64 // positions decided
-	advanced bool   // some position was decided
-	pushed   bool   // some record went into the ring
-	pending  bool   // positions remain undecided
+	decided  uint64  // positions decided
+	fill     float64 // the largest share of one hook's buffer decided (passAll)
+	advanced bool    // some position was decided
+	pushed   bool    // some record went into the ring
+	pending  bool    // positions remain undecided
 }
 
 // pass holds what one drain pass needs besides the head.
@@ -142,6 +143,9 @@ type pass struct {
 	// (the final drain, when nobody else consumes the rings).
 	makeRoom func(*consumer)
 	drop     func(k *consumer, s stage, n uint64)
+	// wake, when set, tells the deliverer that records are in a ring: a
+	// long pass (a backlog) does not keep them from it until it ends.
+	wake func()
 }
 
 // drain decides positions [pos, head) in order (docs/ARCHITECTURE.md,
@@ -179,6 +183,13 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 		if n := k.emitRun(head); n > 0 {
 			k.pos += n
 			res.pushed = true
+			if ps.wake != nil {
+				ps.wake()
+			}
+			continue
+		}
+		if n := k.holeRun(head, ps); n > 0 {
+			k.pos += n
 			continue
 		}
 		switch k.decide(head, ps, &res) {
@@ -303,6 +314,51 @@ func (k *consumer) emitRun(head uint64) uint64 {
 	}
 	if n > 0 {
 		r.Publish(n)
+	}
+	return n
+}
+
+// holeRun decides the run of drop_newest holes that starts at pos as
+// buffer_full at once, reading each position's hole cell and, for a hole
+// whose stamp a later hole replaced, its slot's stamps: positions with their
+// own hole stamp, and positions with no word of their own and a later stamp
+// in their hole cell once their run's hole grace is over (decide starts that
+// wait and takes the first of them). It returns how many it decided. Under
+// overload holes are most positions below the limit, and one at a time
+// through decide they cost several times what a record does: the drain fell
+// behind on holes and recorded a fraction of what it can (bench/RESULTS.md).
+func (k *consumer) holeRun(head uint64, ps *pass) uint64 {
+	if !k.dropNewest {
+		return 0
+	}
+	end := min(head, k.limitTried)
+	graceOver := ps.now.Sub(k.seenAt) >= ps.holeGrace
+	if !graceOver && k.pos < k.seenUntil {
+		ps.now = time.Now()
+		graceOver = ps.now.Sub(k.seenAt) >= ps.holeGrace
+	}
+	c, mask := k.chunks, k.n-1
+	p := k.pos
+	for ; p < end; p++ {
+		s := uint32(p + 1)
+		j := p & mask
+		if h := atomic.LoadUint32(&k.holes[j]); h != s {
+			if !graceOver || p >= k.seenUntil || !newer(h, s, k.n) {
+				break
+			}
+			own := false
+			for i := int(j) * c; i < int(j+1)*c; i++ {
+				own = own || uint32(atomic.LoadUint64(&k.slots[i])>>32) == s
+			}
+			if own {
+				break
+			}
+		}
+	}
+	n := p - k.pos
+	if n > 0 {
+		k.bufferFull += n
+		ps.drop(k, stageBufferFull, n)
 	}
 	return n
 }

@@ -156,6 +156,39 @@ func TestLateWriterDuringHoleGraceIsEmitted(t *testing.T) {
 	}
 }
 
+// Holes are decided a run at a time (holeRun), but a position that has
+// words of its own is a record on its way, even with a later hole's stamp in
+// its hole cell and its run's hole grace over: it waits for its writer (or
+// the torn timeout) and is emitted, and the holes behind it follow.
+func TestHoleRunLeavesPartlyWrittenRecords(t *testing.T) {
+	m := testModule(testHook("h", 16, config.DropNewest))
+	dev := newFakeDevice(0, m)
+	k := consumerFor(t, dev, 64)
+	d := drops{}
+	p, hole := dev.reserve(0)
+	if hole {
+		t.Fatal("position 0 is a hole")
+	}
+	dev.write(0, p, testPayload(p), 2, 0) // 2 of its 6 words
+	dev.WriteLimit(0, 0)
+	for range 16 { // holes 1..16; 16 replaces position 0's hole cell
+		if _, hole := dev.reserve(0); !hole {
+			t.Fatal("not a hole")
+		}
+	}
+	t0 := time.Now()
+	k.drainAt(dev, t0, false, d) // position 0 starts its wait
+	k.drainAt(dev, t0.Add(time.Hour/4096), false, d)
+	if k.pos != 0 || k.bufferFull != 0 || k.torn != 0 {
+		t.Fatalf("with its grace over, the partly written position 0: pos %d bufferFull %d torn %d, want it still waiting", k.pos, k.bufferFull, k.torn)
+	}
+	dev.write(0, p, testPayload(p), 6, 0)
+	k.drainAt(dev, t0.Add(time.Hour/2048), false, d)
+	if k.ring.Pushed() != 1 || k.pos != 17 || k.bufferFull != 16 || d[stageBufferFull] != 16 {
+		t.Fatalf("pushed %d pos %d bufferFull %d (noted %d), want the record emitted and 16 holes", k.ring.Pushed(), k.pos, k.bufferFull, d[stageBufferFull])
+	}
+}
+
 func TestOverwrittenAndLapped(t *testing.T) {
 	m := testModule(testHook("h", 16, config.OverwriteOldest))
 	dev := newFakeDevice(0, m)

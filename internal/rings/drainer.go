@@ -34,10 +34,11 @@ const (
 	DefaultBatch     = 1024
 )
 
-// A pass that decides busyPass positions or more is followed by the next
-// one after busyPollInterval instead of the poll interval.
+// The poller is busy while, at the rate of its last pass, some buffer would
+// fill by busyFill or more within one poll interval; a busy poller pauses
+// busyPollInterval between passes instead of the poll interval.
 const (
-	busyPass         = 1024
+	busyFill         = 0.25
 	busyPollInterval = 20 * time.Microsecond
 )
 

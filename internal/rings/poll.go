@@ -4,34 +4,48 @@ package rings
 
 import (
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func (d *Drainer) pollLoop() {
 	defer d.done.Done()
 	interval := d.opts.PollInterval
+	busy := false
+	last := time.Now() // when the previous pass began
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
-		select {
-		case <-d.stop:
-			return
-		case <-t.C:
-		}
-		d.passMu.Lock()
-		res := d.passAll(false, nil)
-		d.passMu.Unlock()
-		if res.pushed {
+		if busy {
+			pause(busyPollInterval)
 			select {
-			case d.wake <- struct{}{}:
+			case <-d.stop:
+				return
 			default:
 			}
+		} else {
+			select {
+			case <-d.stop:
+				return
+			case <-t.C:
+			}
 		}
+		d.passMu.Lock()
+		began := time.Now()
+		res := d.passAll(false, nil)
+		d.passMu.Unlock()
+		// Busy: at the rate this pass found, some buffer would fill by
+		// busyFill or more before a pass that began one poll interval
+		// after this one ended; come back at once rather than let it
+		// fill while sleeping. The rate, not the count: a short pause
+		// finds fewer positions than a long sleep.
+		took := time.Since(began)
+		elapsed := max(began.Sub(last), time.Microsecond)
+		last = began
+		busy = res.fill*float64(took+d.opts.PollInterval) >= busyFill*float64(elapsed)
 		switch {
-		case res.decided >= busyPass:
-			// A busy pass: the device is producing faster than one pass per
-			// poll interval drains; come back at once rather than let the
-			// buffers fill while sleeping.
-			interval = busyPollInterval
+		case busy:
+			continue
 		case res.advanced || res.pending:
 			interval = d.opts.PollInterval
 		default:
@@ -41,11 +55,34 @@ func (d *Drainer) pollLoop() {
 	}
 }
 
+// pause sleeps for about d, which is shorter than the Go runtime's timers
+// keep: a timer or time.Sleep of 20 us waits about 1 ms when the process is
+// otherwise idle (the scheduler parks in epoll, whose timeout is in
+// milliseconds), which at 50 M events/s is most of a 65536-slot buffer.
+// nanosleep blocks only this goroutine's thread and wakes within the
+// kernel's timer slack (50 us by default).
+func pause(d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+	}
+}
+
+// wakeDeliverer has the deliverer look at the rings, without waiting.
+func (d *Drainer) wakeDeliverer() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
 // passAll runs one pass over every device (passMu held).
 func (d *Drainer) passAll(final bool, makeRoom func(*consumer)) passResult {
 	var all passResult
 	ps := &pass{now: time.Now(), tornTimeout: d.opts.TornTimeout, holeGrace: d.opts.HoleGrace,
 		final: final, makeRoom: makeRoom, drop: d.noteDrop}
+	if !final {
+		ps.wake = d.wakeDeliverer
+	}
 	for _, dv := range *d.devices.Load() {
 		if err := dv.dev.ReadCtl(dv.ctl); err != nil {
 			if !dv.ctlErr {
@@ -61,6 +98,9 @@ func (d *Drainer) passAll(final bool, makeRoom func(*consumer)) passResult {
 		for h, k := range dv.consumers {
 			r := k.drain(dv.ctl[h], ps)
 			all.decided += r.decided
+			if k.n > 0 {
+				all.fill = max(all.fill, float64(r.decided)/float64(k.n))
+			}
 			all.advanced = all.advanced || r.advanced
 			all.pushed = all.pushed || r.pushed
 			all.pending = all.pending || r.pending

@@ -93,9 +93,9 @@ func (k *consumer) spin(j uint64, s uint32, ps *pass) bool {
 			return true
 		}
 		now := time.Now()
+		ps.now = now
 		if now.Sub(k.seenAt) >= ps.holeGrace {
 			return false
 		}
-		ps.now = now
 	}
 }
