@@ -34,9 +34,9 @@ const (
 	DefaultBatch     = 1024
 )
 
-// The poller is busy while, at the rate of its last pass, some buffer would
-// fill by busyFill or more within one poll interval; a busy poller pauses
-// busyPollInterval between passes instead of the poll interval.
+// The poller is busy for a poll interval after a pass at whose rate some
+// buffer would fill by busyFill or more before the next pass; a busy poller
+// pauses busyPollInterval between passes instead of the poll interval.
 const (
 	busyFill         = 0.25
 	busyPollInterval = 20 * time.Microsecond

@@ -12,6 +12,7 @@ func (d *Drainer) pollLoop() {
 	defer d.done.Done()
 	interval := d.opts.PollInterval
 	busy := false
+	var busyUntil time.Time
 	last := time.Now() // when the previous pass began
 	t := time.NewTimer(interval)
 	defer t.Stop()
@@ -38,11 +39,17 @@ func (d *Drainer) pollLoop() {
 		// busyFill or more before a pass that began one poll interval
 		// after this one ended; come back at once rather than let it
 		// fill while sleeping. The rate, not the count: a short pause
-		// finds fewer positions than a long sleep.
-		took := time.Since(began)
+		// finds fewer positions than a long sleep. It stays busy for a
+		// poll interval after the last such pass: a drain that has
+		// caught up often finds the next position still being written
+		// and decides nothing, while the device goes on at full rate.
+		now := time.Now()
 		elapsed := max(began.Sub(last), time.Microsecond)
 		last = began
-		busy = res.fill*float64(took+d.opts.PollInterval) >= busyFill*float64(elapsed)
+		if res.fill*float64(now.Sub(began)+d.opts.PollInterval) >= busyFill*float64(elapsed) {
+			busyUntil = now.Add(d.opts.PollInterval)
+		}
+		busy = now.Before(busyUntil)
 		switch {
 		case busy:
 			continue
