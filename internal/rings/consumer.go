@@ -211,6 +211,39 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 	return res
 }
 
+// drainLight decides, without the head, what the stamps alone decide: the
+// runs of complete records and of holes from pos (emitRun, holeRun), at most
+// one buffer ahead, stopping at the first other position and at drop_newest's
+// limit. A stamp names the position that wrote it, so a complete record or a
+// hole stamp past the head read last is one a producer reserved since; the
+// head is moved up to the positions decided. Positions still being written,
+// and the holes past the limit, wait for a pass with the head (drain).
+func (k *consumer) drainLight(ps *pass) passResult {
+	var res passResult
+	if k.chunks == 0 {
+		return res
+	}
+	from, bound := k.pos, k.pos+k.n
+	for !k.dropNewest || k.pos < k.limitTried {
+		if n := k.emitRun(bound); n > 0 {
+			k.pos += n
+			res.pushed = true
+			ps.wake()
+			continue
+		}
+		n := k.holeRun(bound, ps)
+		if n == 0 {
+			break
+		}
+		k.pos += n
+	}
+	k.head = max(k.head, k.pos)
+	k.publishLimit()
+	res.decided = k.pos - from
+	res.advanced = res.decided > 0
+	return res
+}
+
 // step says what decide did with position pos.
 type step int
 

@@ -189,6 +189,46 @@ func TestHoleRunLeavesPartlyWrittenRecords(t *testing.T) {
 	}
 }
 
+// A pass without the head (drainLight) decides the complete records and the
+// holes that the stamps alone decide, past the head read last, and stops at
+// a position still being written; a pass with the head then goes on from
+// there, and every position is decided once.
+func TestLightPassDecidesByStampsAlone(t *testing.T) {
+	m := testModule(testHook("h", 16, config.DropNewest))
+	dev := newFakeDevice(0, m)
+	k := consumerFor(t, dev, 64)
+	d := drops{}
+	ps := &pass{now: time.Now(), tornTimeout: time.Second, holeGrace: time.Hour, drop: d.note, wake: func() {}}
+	for range 5 { // records 0..4
+		p, _ := dev.reserve(0)
+		dev.write(0, p, testPayload(p), 6, 0)
+	}
+	slow, _ := dev.reserve(0) // position 5: 3 of its 6 words
+	dev.write(0, slow, testPayload(slow), 3, 0)
+	p, _ := dev.reserve(0) // 6: complete, behind the slow one
+	dev.write(0, p, testPayload(p), 6, 0)
+	if r := k.drainLight(ps); r.decided != 5 || k.pos != 5 || k.head != 5 || k.ring.Pushed() != 5 {
+		t.Fatalf("light pass: decided %d, pos %d, head %d, pushed %d; want the 5 complete records before the slow one", r.decided, k.pos, k.head, k.ring.Pushed())
+	}
+	if r := k.drainLight(ps); r.advanced {
+		t.Fatalf("light pass past a position being written: decided %d", r.decided)
+	}
+	dev.write(0, slow, testPayload(slow), 6, 0)
+	dev.WriteLimit(0, 0) // stale: 7..9 are holes
+	for range 3 {
+		if _, hole := dev.reserve(0); !hole {
+			t.Fatal("not a hole")
+		}
+	}
+	if r := k.drainLight(ps); r.decided != 5 || k.pos != 10 || k.ring.Pushed() != 7 || k.bufferFull != 3 || d[stageBufferFull] != 3 {
+		t.Fatalf("light pass: decided %d, pos %d, pushed %d, bufferFull %d; want 5, 6 and 3 holes", r.decided, k.pos, k.ring.Pushed(), k.bufferFull)
+	}
+	k.drainAt(dev, time.Now(), true, d)
+	if st := k.stats(); st.Matched != 10 || st.Records != 7 || st.Dropped != 3 || st.Pending != 0 {
+		t.Fatalf("after a final pass: %+v", st)
+	}
+}
+
 func TestOverwrittenAndLapped(t *testing.T) {
 	m := testModule(testHook("h", 16, config.OverwriteOldest))
 	dev := newFakeDevice(0, m)
