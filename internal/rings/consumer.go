@@ -125,7 +125,7 @@ func newer(x, s uint32, n uint64) bool {
 // passResult says what one pass over one hook did.
 type passResult struct {
 	decided  uint64  // positions decided
-	fill     float64 // the largest share of one hook's buffer decided (passAll)
+	fill     float64 // the largest share of one hook's buffer decided (passResult.add)
 	advanced bool    // some position was decided
 	pushed   bool    // some record went into the ring
 	pending  bool    // positions remain undecided
@@ -180,16 +180,8 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 			k.skipHoles(head, ps)
 			break
 		}
-		if n := k.emitRun(head); n > 0 {
-			k.pos += n
-			res.pushed = true
-			if ps.wake != nil {
-				ps.wake()
-			}
-			continue
-		}
-		if n := k.holeRun(head, ps); n > 0 {
-			k.pos += n
+		if n, pushed := k.takeRuns(head, ps); n > 0 {
+			res.pushed = res.pushed || pushed
 			continue
 		}
 		switch k.decide(head, ps, &res) {
@@ -223,25 +215,35 @@ func (k *consumer) drainLight(ps *pass) passResult {
 	if k.chunks == 0 {
 		return res
 	}
-	from, bound := k.pos, k.pos+k.n
+	res.decided, res.pushed = k.takeRuns(k.pos+k.n, ps)
+	res.advanced = res.decided > 0
+	k.head = max(k.head, k.pos)
+	k.publishLimit()
+	return res
+}
+
+// takeRuns decides the runs of complete records and of holes that start at
+// pos, up to end and drop_newest's limit (emitRun, holeRun): the positions
+// the drain's common cases decide in bulk. It returns how many it decided
+// and whether records went into the ring.
+func (k *consumer) takeRuns(end uint64, ps *pass) (decided uint64, pushed bool) {
+	from := k.pos
 	for !k.dropNewest || k.pos < k.limitTried {
-		if n := k.emitRun(bound); n > 0 {
+		if n := k.emitRun(end); n > 0 {
 			k.pos += n
-			res.pushed = true
-			ps.wake()
+			pushed = true
+			if ps.wake != nil {
+				ps.wake()
+			}
 			continue
 		}
-		n := k.holeRun(bound, ps)
+		n := k.holeRun(end, ps)
 		if n == 0 {
 			break
 		}
 		k.pos += n
 	}
-	k.head = max(k.head, k.pos)
-	k.publishLimit()
-	res.decided = k.pos - from
-	res.advanced = res.decided > 0
-	return res
+	return k.pos - from, pushed
 }
 
 // step says what decide did with position pos.

@@ -98,8 +98,7 @@ func (d *Drainer) wakeDeliverer() {
 // records did.
 func (d *Drainer) lightPass() passResult {
 	var all passResult
-	ps := &pass{now: time.Now(), tornTimeout: d.opts.TornTimeout, holeGrace: d.opts.HoleGrace,
-		drop: d.noteDrop, wake: d.wakeDeliverer}
+	ps := d.newPass(false, nil)
 	for _, dv := range *d.devices.Load() {
 		for _, k := range dv.consumers {
 			all.add(k, k.drainLight(ps))
@@ -119,14 +118,21 @@ func (all *passResult) add(k *consumer, r passResult) {
 	all.pending = all.pending || r.pending
 }
 
-// passAll runs one pass over every device (passMu held).
-func (d *Drainer) passAll(final bool, makeRoom func(*consumer)) passResult {
-	var all passResult
+// newPass starts a pass; outside the final one it wakes the deliverer as it
+// fills the rings.
+func (d *Drainer) newPass(final bool, makeRoom func(*consumer)) *pass {
 	ps := &pass{now: time.Now(), tornTimeout: d.opts.TornTimeout, holeGrace: d.opts.HoleGrace,
 		final: final, makeRoom: makeRoom, drop: d.noteDrop}
 	if !final {
 		ps.wake = d.wakeDeliverer
 	}
+	return ps
+}
+
+// passAll runs one pass over every device (passMu held).
+func (d *Drainer) passAll(final bool, makeRoom func(*consumer)) passResult {
+	var all passResult
+	ps := d.newPass(final, makeRoom)
 	for _, dv := range *d.devices.Load() {
 		if err := dv.dev.ReadCtl(dv.ctl); err != nil {
 			if !dv.ctlErr {
