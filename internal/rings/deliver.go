@@ -22,7 +22,10 @@ func (d *Drainer) deliverLoop() {
 			d.deliverMu.Lock()
 			for _, dv := range *d.devices.Load() {
 				for _, k := range dv.consumers {
-					d.deliver(k, ^uint64(0))
+					// What the ring holds now, not until it is empty:
+					// a poller that keeps filling it would keep the
+					// dumps waiting for as long as the records come.
+					d.deliver(k, k.popped+uint64(k.ring.Len()))
 				}
 			}
 			d.deliverMu.Unlock()
