@@ -2,7 +2,8 @@
 # Two or more builds side by side on one GPU, alternating, as bench/RESULTS.md's A/B tables are
 # measured: the hook cost (ncclhooks bench, ROUNDS_BENCH rounds) and the time per call inside
 # patched NCCL (ROUNDS rounds of no plugin, the nop hook and each NCCL_PROFILES profile per build,
-# one process each, as scripts/nccl-accept.sh times them).
+# one process each, as scripts/nccl-accept.sh times them). NCCL_PROFILES names examples, or gives
+# profile paths (bench/profiles/count.yaml).
 #   VARIANTS="base=.dev/ab/base new=.dev/gpu" scripts/gpu-ab.sh
 # Each variant is NAME=DIR, DIR holding ncclhooks and libnccl-profiler-hooks.so (scripts/gpu-check.sh
 # build); AB_ENV_NAME="VAR=value ..." adds environment for one variant (e.g. the defines
@@ -49,7 +50,10 @@ for round in $(seq "$ROUNDS"); do
   one none
   one nop "$first" bench/profiles/nop.yaml
   for p in "${NPROF[@]}"; do
-    for spec in "${VARS[@]}"; do one "${spec%%=*}/$p" "${spec#*=}" "examples/$p.yaml"; done
+    # A name is an example (latency: examples/latency.yaml); a path is itself.
+    f=examples/$p.yaml
+    [[ $p == */* ]] && f=$p p=$(basename "$p" .yaml)
+    for spec in "${VARS[@]}"; do one "${spec%%=*}/$p" "${spec#*=}" "$f"; done
   done
 done > "$OUT/ab-nccl.txt"
 python3 - "$OUT/ab-nccl.txt" "$ROUNDS" <<'PY' | tee "$OUT/ab-nccl.md"

@@ -167,11 +167,16 @@ if k:
       name=$(basename "$p" .yaml)
       cache=$WORK/sass-$name; rm -rf "$cache"
       NCCL_HOOKS_CACHE_DIR=$cache $BIN/ncclhooks run "$p" --backend gpu --devices 1 --comms 1 --channels 2 --items 10 --out "$WORK/sass-out-$name" > "$WORK/sass-$name.log" 2>&1
-      cubin=$(find "$cache" -name '*.cubin' -size +1k | head -1)
-      [ -n "$cubin" ] || { echo "$name: no cubin in $cache"; continue; }
-      # A cache entry is a header and the cubin: cut at the ELF magic.
-      python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(d[d.find(b"\x7fELF"):])' "$cubin" "$WORK/sass-$name.cubin"
-      cuobjdump -sass -fun ncclhooks_entry "$WORK/sass-$name.cubin" > "$WORK/sass-$name.txt" 2>&1
+      # The cache holds a cubin per rung of the register ladder the plugin tried; the one it
+      # took is the one whose entry has no stack frame (no local-memory access: STL, LDL).
+      found=
+      for cubin in $(find "$cache" -name '*.cubin' -size +1k); do
+        # A cache entry is a header and the cubin: cut at the ELF magic.
+        python3 -c 'import sys; d = open(sys.argv[1], "rb").read(); open(sys.argv[2], "wb").write(d[d.find(b"\x7fELF"):])' "$cubin" "$WORK/sass-$name.cubin"
+        cuobjdump -sass -fun ncclhooks_entry "$WORK/sass-$name.cubin" > "$WORK/sass-$name.txt" 2>&1
+        grep -qE '\b(STL|LDL)\b' "$WORK/sass-$name.txt" || { found=1; break; }
+      done
+      [ -n "$found" ] || { echo "$name: no frame-free cubin in $cache"; continue; }
       python3 - "$name" "$WORK/sass-$name.txt" <<'PY'
 import re, sys, collections
 name, path = sys.argv[1], sys.argv[2]

@@ -27,9 +27,11 @@ type Device interface {
 	// Ctx is the devCtx of the device's first communicator (comm 0).
 	Ctx() uintptr
 	// CommCtx returns the devCtx for the device's communicator comm (0, 1,
-	// ... in the order they asked for a hook): a copy of the context whose
-	// comm field says which one it is. Every communicator shares the module
-	// and the buffers; the contexts live until Close.
+	// ... in the order they asked for a hook): its context block
+	// (hookgen.Module.Block), whose header says which one it is and holds
+	// the record buffers, which every communicator shares; its pairing table,
+	// aggregation cells and function-id sets are its own. The blocks live
+	// until Close.
 	CommCtx(comm int) (uintptr, error)
 	// Slots is a host-readable view of hook h's N*SlotWords record words.
 	// Read it only with atomic loads: the producers write it concurrently.
@@ -40,9 +42,12 @@ type Device interface {
 	ReadCtl(dst []uint64) error
 	// WriteLimit sets hook h's limit word (drop_newest).
 	WriteLimit(h int, limit uint64) error
-	// ReadAgg copies ncclhooks_agg (len Module.AggWords) into dst.
+	// ReadAgg reads the aggregation cells of every communicator's context
+	// block and adds them up into dst (len Module.AggWords,
+	// Module.AddAgg).
 	ReadAgg(dst []uint64) error
-	// WriteFuncSets fills ncclhooks_funcsets; sets[i] has FuncSetWords words.
+	// WriteFuncSets fills the function-id sets of every context block, and
+	// of the blocks made later; sets[i] has FuncSetWords words.
 	WriteFuncSets(sets [][]uint32) error
 	// Clock returns a (host unix ns, device timer ns) pair taken together,
 	// used to place device timestamps on the host timeline.

@@ -11,9 +11,15 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/config"
 )
 
-// aggInfo places an aggregate at offset, with config's geometry.
-func aggInfo(hook string, a *config.Aggregate, offset int) *AggInfo {
-	return &AggInfo{Hook: hook, Agg: a, Offset: offset, Keys: a.Keys(), RowWords: a.RowWords(), Overflow: len(a.By) > 0}
+// aggInfo places an aggregate at offset of the host's cells and devOffset of
+// a block's, with config's geometry.
+func aggInfo(hook string, a *config.Aggregate, offset, devOffset int) *AggInfo {
+	byComm := false
+	for _, k := range a.By {
+		byComm = byComm || k == "comm"
+	}
+	return &AggInfo{Hook: hook, Agg: a, Offset: offset, Keys: a.Keys(), RowWords: a.RowWords(), Overflow: len(a.By) > 0,
+		DevOffset: devOffset, ByComm: byComm}
 }
 
 func (g *generator) aggOf(a *config.Aggregate) *AggInfo {
@@ -53,17 +59,15 @@ func (g *generator) aggregate(t *translator, h *config.Hook, a *config.Aggregate
 					key = fmt.Sprintf("%s * %du + %s", row, config.MaxChannels+1, key)
 				}
 			case "comm":
-				// The communicator's index, from its own context.
-				key = fmt.Sprintf("hk_key(cx->comm, %du)", config.MaxCommKeys)
-				if row != "0u" {
-					key = fmt.Sprintf("(%s) * %du + %s", row, config.MaxCommKeys+1, key)
-				}
+				// The block is the communicator's own: no key to compute
+				// (Module.AddAgg puts its rows in the communicator's).
+				continue
 			default:
 				return fmt.Errorf("%s: aggregate %q: cannot key by %q; use funcId, channelId and/or comm", a.Pos, a.Name, by)
 			}
 			row = key
 		}
-		w.printf("    hk_u64* cell = cx->agg + %d + (%s) * %d;\n", info.Offset, row, info.RowWords)
+		w.printf("    hk_u64* cell = HK_AGG(blk) + %d + (%s) * %d;\n", info.DevOffset, row, info.RowWords)
 		var v cexpr
 		if a.Value != nil {
 			t.at = a.Value.Pos

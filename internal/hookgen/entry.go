@@ -74,8 +74,12 @@ func (g *generator) hook(info *HookInfo) error {
 	used := g.hookNames(h)
 	return w.span(h.Name, "hook", h.Pos, func() error {
 		w.printf("/* ======== hook %s (%s) ======== */\n", comment(fmt.Sprintf("%q", h.Name)), g.at.pos(h.Pos))
-		w.printf("HK_FN void %s(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {\n", g.fns[info.Index])
-		w.printf("  (void)dv;\n")
+		w.printf("HK_FN void %s(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {\n", g.fns[info.Index])
+		w.printf("  (void)blk;\n  (void)dv;\n")
+		header, early := needsHeader(h, used)
+		if header && early {
+			g.header()
+		}
 		if h.Sample > 1 {
 			_ = w.span(h.Name, "sample", h.Pos, func() error {
 				w.printf("  /* sample 1/%d: keep work items with workCounter %% %d == 0 */\n", h.Sample, h.Sample)
@@ -88,9 +92,9 @@ func (g *generator) hook(info *HookInfo) error {
 				w.printf("  const hk_i64 iv_%s = (hk_i64)%s; /* read at the hook */\n", in.name, in.read)
 			}
 		}
-		early := lets(h, h.When)
+		earlyLets := lets(h, h.When)
 		for _, l := range h.Lets {
-			if early[l.Name] {
+			if earlyLets[l.Name] {
 				if err := g.let(t, h, l); err != nil {
 					return err
 				}
@@ -114,8 +118,11 @@ func (g *generator) hook(info *HookInfo) error {
 				return err
 			}
 		}
+		if header && !early {
+			g.header()
+		}
 		for _, l := range h.Lets {
-			if !early[l.Name] {
+			if !earlyLets[l.Name] {
 				if err := g.let(t, h, l); err != nil {
 					return err
 				}
@@ -134,6 +141,47 @@ func (g *generator) hook(info *HookInfo) error {
 		w.printf("}\n\n")
 		return nil
 	})
+}
+
+// needsHeader says whether hook h reads the context block's header (its
+// record buffers, or the comm and cudaDev intrinsics), and whether before its
+// predicate. Everything else the hooks use is at a constant offset from
+// devCtx: a hook that needs no header loads nothing but what it uses, and one
+// that needs it after its predicate loads it only for the work items it keeps.
+func needsHeader(h *config.Hook, used map[string]bool) (header, early bool) {
+	header = len(h.Fields) > 0 || used["comm"] || used["cudaDev"]
+	if !header || h.When == nil {
+		return header, false
+	}
+	for _, e := range append([]*config.Expr{h.When}, earlyLetExprs(h)...) {
+		for _, name := range identifiers(e.Tree) {
+			if name == "comm" || name == "cudaDev" {
+				return true, true
+			}
+		}
+	}
+	return true, false
+}
+
+func earlyLetExprs(h *config.Hook) []*config.Expr {
+	var es []*config.Expr
+	need := lets(h, h.When)
+	for _, l := range h.Lets {
+		if need[l.Name] {
+			es = append(es, l.Expr)
+		}
+	}
+	return es
+}
+
+// header copies the context block's header once: read through the pointer,
+// a field would be loaded again after every atomic or store below, which
+// clobber memory, and each load would wait behind it.
+func (g *generator) header() {
+	g.w.printf("  /* The block's header, read once here: read through the pointer, a field would be\n")
+	g.w.printf("     loaded again after every atomic or store below, and wait behind it. */\n")
+	g.w.printf("  const hk_ctx_t cxc = *(const hk_ctx_t*)blk;\n")
+	g.w.printf("  const hk_ctx_t* HK_RESTRICT const cx = &cxc;\n")
 }
 
 // lets returns the lets that e needs, directly or through other lets: they
@@ -186,19 +234,17 @@ func (g *generator) entry(pairing bool) {
 	w.printf("/* The hook NCCL calls on lane 0 of each block, at START and STOP of every work item. */\n")
 	w.printf("HK_ENTRY void %s(const ncclProfilerDevEvent_t* event, void* devCtx) {\n", SymEntry)
 	w.printf("  if (!devCtx) return;\n")
-	w.printf("  /* The event and the context (this communicator's copy of %s), each read once here:\n", SymCtx)
-	w.printf("     read through the pointers, a field would be loaded again after every atomic\n")
-	w.printf("     or store below, which clobber memory, and each load would wait behind it. */\n")
+	w.printf("  /* The event, read once here: read through the pointer, a field would be loaded again\n")
+	w.printf("     after every atomic or store below, which clobber memory, and wait behind it. */\n")
 	w.printf("  const ncclProfilerDevEvent_t evc = *event;\n")
-	w.printf("  const hk_ctx_t cxc = *(const hk_ctx_t*)devCtx;\n")
 	w.printf("  const ncclProfilerDevEvent_t* const ev = &evc;\n")
-	w.printf("  const hk_ctx_t* HK_RESTRICT const cx = &cxc;\n")
+	w.printf("  hk_u8* const blk = (hk_u8*)devCtx; /* this communicator's context block */\n")
 	w.printf("  hk_derived_t dv = {0, 0};\n")
 	if pairing {
-		w.printf("  hk_pair(cx, ev, &dv);\n")
+		w.printf("  hk_pair(blk, ev, &dv);\n")
 	}
 	for _, h := range m.Hooks {
-		w.printf("  %s(cx, ev, &dv); /* %s */\n", g.fns[h.Index], comment(fmt.Sprintf("%q", h.Name)))
+		w.printf("  %s(blk, ev, &dv); /* %s */\n", g.fns[h.Index], comment(fmt.Sprintf("%q", h.Name)))
 	}
 	w.printf("}\n\n")
 	w.printf("/* The entry's absolute address, for the GPU backend to read (a function pointer:\n")

@@ -2,6 +2,7 @@ package hookgen_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,7 +76,7 @@ func TestDisabledHooksAreNotGenerated(t *testing.T) {
 	if strings.Contains(m.Source, `"off"`) || strings.Contains(m.Source, "hk_hook_off") {
 		t.Error("the disabled hook was generated")
 	}
-	for _, sym := range []string{hookgen.SymEntry, hookgen.SymEntryPtr, hookgen.SymCtx, hookgen.SymCtl, hookgen.SymAgg, hookgen.SymFuncSets} {
+	for _, sym := range []string{hookgen.SymEntry, hookgen.SymEntryPtr} {
 		if !strings.Contains(m.Source, sym) {
 			t.Errorf("symbol %s missing", sym)
 		}
@@ -104,41 +105,84 @@ func TestEncodeCtx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := m.EncodeCtx(hookgen.CtxAddrs{Device: 3, Ctl: 0xa0, Agg: 0xb0, FuncSets: 0xc0, Pairs: 0xd0,
+	b := m.EncodeCtx(hookgen.CtxAddrs{Device: 3, Comm: 5, Ctl: 0xa0,
 		Slots: []uintptr{0x1000, 0x2000}, Holes: []uintptr{0x3000, 0x4000}})
-	if len(b) != m.CtxBytes() || len(b) != 32+2*16+8 {
-		t.Fatalf("ctx is %d bytes, want %d", len(b), 32+2*16+8)
+	if len(b) != m.CtxBytes() || len(b) != 8+2*16+8 {
+		t.Fatalf("ctx is %d bytes, want %d", len(b), 8+2*16+8)
 	}
 	le := binary.LittleEndian
-	want := []uint64{0xa0, 0xb0, 0xc0, 0xd0, 0x1000, 0x3000, 0x2000, 0x4000}
+	want := []uint64{0xa0, 0x1000, 0x3000, 0x2000, 0x4000}
 	for i, w := range want {
 		if got := le.Uint64(b[8*i:]); got != w {
 			t.Fatalf("ctx word %d = %#x, want %#x (bytes %x)", i, got, w, b)
 		}
 	}
-	if le.Uint32(b[64:]) != 3 {
-		t.Fatalf("ctx device %d, want 3", le.Uint32(b[64:]))
+	if le.Uint32(b[40:]) != 3 || le.Uint32(b[44:]) != 5 {
+		t.Fatalf("ctx device %d comm %d, want 3 and 5", le.Uint32(b[40:]), le.Uint32(b[44:]))
+	}
+}
+
+// The parts of the context block follow the header at cache-line offsets in
+// a fixed order, each where the generated source says it is.
+func TestBlockLayout(t *testing.T) {
+	m, err := hookgen.Generate(richProfile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := m.Block
+	devWords := 0
+	for _, a := range m.Aggs {
+		if a.DevOffset != devWords {
+			t.Errorf("aggregate %q at word %d of the block's cells, want %d", a.Agg.Name, a.DevOffset, devWords)
+		}
+		devWords += a.DevKeys() * a.RowWords
+	}
+	if b.AggWords != devWords || devWords == 0 {
+		t.Fatalf("block aggregation words %d, want %d (> 0)", b.AggWords, devWords)
+	}
+	parts := []struct {
+		name       string
+		off, bytes int
+	}{{"HK_BLOCK_FUNCSETS", b.FuncSets, 4 * hookgen.FuncSetWords * len(m.FuncSets)}, {"HK_BLOCK_PAIRS", b.Pairs, 8 * hookgen.PairWords}, {"HK_BLOCK_AGG", b.Agg, 8 * b.AggWords}}
+	end := m.CtxBytes()
+	for _, p := range parts {
+		if p.bytes == 0 {
+			continue
+		}
+		if p.off < end || p.off%128 != 0 {
+			t.Errorf("%s at %d: overlaps the part before (ends at %d) or is not at a cache line", p.name, p.off, end)
+		}
+		if !strings.Contains(m.Source, fmt.Sprintf("#define %s %d ", p.name, p.off)) {
+			t.Errorf("the source does not define %s as %d", p.name, p.off)
+		}
+		end = p.off + p.bytes
+	}
+	if b.Bytes < end || !strings.Contains(m.Source, fmt.Sprintf("#define HK_BLOCK_BYTES %d\n", b.Bytes)) {
+		t.Errorf("block of %d bytes, parts end at %d; the source must define HK_BLOCK_BYTES as it", b.Bytes, end)
 	}
 }
 
 // Called from NCCL's kernel, which lives in another module, the hook cannot
 // address its own module's globals (the GPU resolves them through the
 // running kernel's module, and the call faults): every access goes through
-// devCtx. The module symbols may appear only in their own definitions.
+// devCtx. So the module defines no variable but the entry's pointer, which
+// only the host reads, and no code names it.
 func TestHookReachesStateOnlyThroughCtx(t *testing.T) {
 	m, err := hookgen.Generate(richProfile(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sym := range []string{hookgen.SymCtx, hookgen.SymCtl, hookgen.SymAgg, hookgen.SymFuncSets, hookgen.SymPairs} {
-		for i, line := range strings.Split(m.Source, "\n") {
-			code := line
-			if c := strings.Index(code, "/*"); c >= 0 {
-				code = code[:c]
-			}
-			if strings.Contains(code, sym) && !strings.HasPrefix(strings.TrimSpace(code), "HK_VAR ") {
-				t.Errorf("generated line %d uses %s outside its definition: %s", i+1, sym, line)
-			}
+	for i, line := range strings.Split(m.Source, "\n") {
+		code := line
+		if c := strings.Index(code, "/*"); c >= 0 {
+			code = code[:c]
+		}
+		code = strings.TrimSpace(code)
+		if strings.HasPrefix(code, "HK_VAR ") && !strings.HasPrefix(code, "HK_VAR ncclProfilerDevHook_t "+hookgen.SymEntryPtr+" = ") {
+			t.Errorf("generated line %d defines a module variable: %s", i+1, line)
+		}
+		if strings.Contains(code, hookgen.SymEntryPtr) && !strings.HasPrefix(code, "HK_VAR ") {
+			t.Errorf("generated line %d names %s outside its definition: %s", i+1, hookgen.SymEntryPtr, line)
 		}
 	}
 }

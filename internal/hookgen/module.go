@@ -7,15 +7,14 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/config"
 )
 
-// Symbol names every generated module defines (docs/ARCHITECTURE.md).
+// Symbol names every generated module defines (docs/ARCHITECTURE.md): the
+// entry and the pointer the GPU backend reads its address from. The module
+// has no other variable: the hooks' state is in memory the backend allocates,
+// the control words (CtlWords) and each communicator's context block
+// (Module.Block).
 const (
 	SymEntry    = "ncclhooks_entry"
 	SymEntryPtr = "ncclhooks_entry_ptr"
-	SymCtx      = "ncclhooks_ctx"
-	SymCtl      = "ncclhooks_ctl"
-	SymAgg      = "ncclhooks_agg"
-	SymFuncSets = "ncclhooks_funcsets"
-	SymPairs    = "ncclhooks_pairs"
 )
 
 // FuncSetWords is the number of 32-bit words of one function-id set: ids
@@ -28,10 +27,15 @@ type Module struct {
 	Profile  *config.Profile
 	Source   string
 	Hooks    []*HookInfo    // enabled hooks, in dispatch order; Index == position here
-	FuncSets []*FuncSetInfo // name predicates; set i is ncclhooks_funcsets[i]
-	Aggs     []*AggInfo     // aggregates of all hooks; cells laid out back to back in ncclhooks_agg
-	AggWords int            // total 64-bit words of ncclhooks_agg
-	Lines    []LineSpan     // generated line ranges traced back to the profile
+	FuncSets []*FuncSetInfo // name predicates; set i is the block's function-id set i
+	Aggs     []*AggInfo     // aggregates of all hooks; cells laid out back to back
+	// AggWords is the number of 64-bit words of a device's aggregates as the
+	// host reads them (ReadAgg): every aggregate's Keys rows, a communicator
+	// key included. Each context block holds its communicator's cells,
+	// Block.AggWords of them, without that key; AddAgg adds them up.
+	AggWords int
+	Block    BlockLayout // one communicator's context block: devCtx points at it
+	Lines    []LineSpan  // generated line ranges traced back to the profile
 	// prelude is the byte range of Source that holds the prelude (the
 	// intrinsics, hk_div, the atomics), the same for every profile.
 	prelude [2]int
@@ -46,7 +50,9 @@ func (m *Module) HooksSource() string {
 	return m.Source[:m.prelude[0]] + "/* (the prelude is left out: ncclhooks gen PROFILE without --hooks shows it) */\n" + m.Source[m.prelude[1]:]
 }
 
-// CtlWords is the number of 64-bit words of ncclhooks_ctl: head then limit per hook.
+// CtlWords is the number of 64-bit control words, which every communicator
+// of a device shares: ctl[h] is the head (positions reserved by hook h),
+// ctl[H+h] its limit (drop_newest, written by the host).
 func (m *Module) CtlWords() int { return 2 * len(m.Hooks) }
 
 // HookInfo is one enabled hook as generated.
@@ -59,39 +65,79 @@ type HookInfo struct {
 	Hook     *config.Hook
 }
 
-// CtxAddrs are the addresses hk_ctx_t holds for one device. The hook reaches
-// all of its state through devCtx and never by symbol: called from NCCL's
-// kernel, which lives in another module, a function cannot address its own
-// module's globals (the GPU resolves them through the running kernel's
+// CtxAddrs are what the header of a context block (hk_ctx_t) holds. The hook
+// reaches all of its state through devCtx and never by symbol: called from
+// NCCL's kernel, which lives in another module, a function cannot address its
+// own module's globals (the GPU resolves them through the running kernel's
 // module, so such an access faults).
 type CtxAddrs struct {
-	Device                    int
-	Comm                      int       // the communicator's index on the device (the comm intrinsic)
-	Ctl, Agg, FuncSets, Pairs uintptr   // the module's ncclhooks_ctl, _agg, _funcsets, _pairs
-	Slots, Holes              []uintptr // per hook, as the hook sees them (device addresses on the GPU)
+	Device       int
+	Comm         int       // the communicator's index on the device (the comm intrinsic)
+	Ctl          uintptr   // the device's control words (CtlWords)
+	Slots, Holes []uintptr // per hook, as the hook sees them (device addresses on the GPU)
 }
 
-// CtxBytes is the byte size of hk_ctx_t: four pointers, two per hook, the
-// device ordinal and the communicator index.
-func (m *Module) CtxBytes() int { return 32 + 16*len(m.Hooks) + 8 }
+// CtxBytes is the byte size of hk_ctx_t, the block's header: the control
+// words' address, two pointers per hook, the device ordinal and the
+// communicator index.
+func (m *Module) CtxBytes() int { return 8 + 16*len(m.Hooks) + 8 }
 
 // EncodeCtx returns the bytes of hk_ctx_t (little-endian, 64-bit pointers).
 func (m *Module) EncodeCtx(a CtxAddrs) []byte {
 	b := make([]byte, m.CtxBytes())
-	for i, p := range []uintptr{a.Ctl, a.Agg, a.FuncSets, a.Pairs} {
-		binary.LittleEndian.PutUint64(b[8*i:], uint64(p))
-	}
+	binary.LittleEndian.PutUint64(b, uint64(a.Ctl))
 	for h := range m.Hooks {
 		if h < len(a.Slots) {
-			binary.LittleEndian.PutUint64(b[32+16*h:], uint64(a.Slots[h]))
+			binary.LittleEndian.PutUint64(b[8+16*h:], uint64(a.Slots[h]))
 		}
 		if h < len(a.Holes) {
-			binary.LittleEndian.PutUint64(b[32+16*h+8:], uint64(a.Holes[h]))
+			binary.LittleEndian.PutUint64(b[8+16*h+8:], uint64(a.Holes[h]))
 		}
 	}
-	binary.LittleEndian.PutUint32(b[32+16*len(m.Hooks):], uint32(a.Device))
-	binary.LittleEndian.PutUint32(b[32+16*len(m.Hooks)+4:], uint32(a.Comm))
+	binary.LittleEndian.PutUint32(b[8+16*len(m.Hooks):], uint32(a.Device))
+	binary.LittleEndian.PutUint32(b[8+16*len(m.Hooks)+4:], uint32(a.Comm))
 	return b
+}
+
+// BlockLayout places the parts of a communicator's context block, which
+// devCtx points at (docs/ARCHITECTURE.md "The context block"): byte offsets
+// from its start, each part at a multiple of blockAlign. The hot path reaches
+// every part but the header at a constant offset from devCtx, with no load
+// of an address first. A part a profile does not use has size 0.
+type BlockLayout struct {
+	FuncSets int // FuncSetWords 32-bit words per name predicate, filled by the host
+	Pairs    int // the duration pairing table, PairWords 64-bit words
+	Agg      int // AggWords 64-bit aggregation cells: this communicator's
+	AggWords int
+	Bytes    int // the whole block
+}
+
+// blockAlign is the alignment of each part of a block: a cache line, so that
+// the header the host writes shares none with cells the device updates.
+const blockAlign = 128
+
+func alignUp(n, a int) int { return (n + a - 1) / a * a }
+
+// layoutBlock places the parts of the block after the header.
+func (m *Module) layoutBlock(pairing bool) {
+	b := &m.Block
+	off := alignUp(m.CtxBytes(), blockAlign)
+	if len(m.FuncSets) > 0 {
+		b.FuncSets = off
+		off = alignUp(off+4*FuncSetWords*len(m.FuncSets), blockAlign)
+	}
+	if pairing {
+		b.Pairs = off
+		off = alignUp(off+8*PairWords, blockAlign)
+	}
+	for _, a := range m.Aggs {
+		b.AggWords += a.DevKeys() * a.RowWords
+	}
+	if b.AggWords > 0 {
+		b.Agg = off
+		off = alignUp(off+8*b.AggWords, blockAlign)
+	}
+	b.Bytes = off
 }
 
 // Trace returns the narrowest generated span that contains line (1-based),
@@ -117,11 +163,11 @@ type FuncSetInfo struct {
 	Hook  string
 }
 
-// MaxFuncIDs is how many function ids a set holds (ncclhooks_funcsets rows).
+// MaxFuncIDs is how many function ids a set holds.
 const MaxFuncIDs = FuncSetWords * 32
 
 // FuncSetBits resolves every name predicate of m against names (NCCL's
-// function names, by id) into the words of ncclhooks_funcsets: set i, id n
+// function names, by id) into the words of the function-id sets: set i, id n
 // is bit n%32 of word n/32. Ids from MaxFuncIDs on are never matched.
 func (m *Module) FuncSetBits(names []string) [][]uint32 {
 	sets := make([][]uint32, len(m.FuncSets))
@@ -137,14 +183,60 @@ func (m *Module) FuncSetBits(names []string) [][]uint32 {
 	return sets
 }
 
-// AggInfo is one aggregate's place in ncclhooks_agg.
+// AggInfo is one aggregate's place in the host's cells (ReadAgg) and in each
+// context block's.
 type AggInfo struct {
-	Hook     string
-	Agg      *config.Aggregate
-	Offset   int  // first 64-bit word in ncclhooks_agg
-	Keys     int  // number of key combinations (rows): config.Aggregate.Keys
-	RowWords int  // words per row: config.Aggregate.RowWords
-	Overflow bool // keyed by funcId and/or channelId: the last key of each collects out-of-range ids
+	Hook      string
+	Agg       *config.Aggregate
+	Offset    int  // first 64-bit word in the host's cells
+	Keys      int  // number of key combinations (rows): config.Aggregate.Keys
+	RowWords  int  // words per row: config.Aggregate.RowWords
+	Overflow  bool // keyed by funcId and/or channelId: the last key of each collects out-of-range ids
+	DevOffset int  // first 64-bit word in a block's cells
+	// ByComm: keyed by comm. A block's rows leave that key out (a block is
+	// one communicator's); AddAgg puts them in the communicator's rows.
+	ByComm bool
+}
+
+// DevKeys is the number of rows of the aggregate in a context block: Keys
+// without the comm key, which the block itself stands for.
+func (a *AggInfo) DevKeys() int {
+	if a.ByComm {
+		return a.Keys / (config.MaxCommKeys + 1)
+	}
+	return a.Keys
+}
+
+// AddAgg adds the aggregation cells of communicator comm's context block
+// (Block.AggWords words, as the hooks updated them) into dst (AggWords words,
+// the host's layout): counts and sums add up, the encoded minima and maxima
+// take the larger word, and an aggregate keyed by comm puts the block's rows
+// in the communicator's rows (the overflow key's, from MaxCommKeys on). dst
+// starts zeroed; adding every block of a device gives the device's cells.
+func (m *Module) AddAgg(dst []uint64, comm int, cells []uint64) {
+	ck := min(comm, config.MaxCommKeys)
+	for _, a := range m.Aggs {
+		kind, rw := a.Agg.Kind, a.RowWords
+		floatSum := kind == config.AggSum && a.Agg.Value != nil && a.Agg.Value.Type.IsFloat()
+		for r := 0; r < a.DevKeys(); r++ {
+			hr := r
+			if a.ByComm {
+				hr = r*(config.MaxCommKeys+1) + ck
+			}
+			src := cells[a.DevOffset+r*rw : a.DevOffset+(r+1)*rw]
+			out := dst[a.Offset+hr*rw : a.Offset+(hr+1)*rw]
+			for i, w := range src {
+				switch {
+				case i == 1 && (kind == config.AggMin || kind == config.AggMax):
+					out[i] = max(out[i], w)
+				case i == 1 && floatSum:
+					out[i] = math.Float64bits(math.Float64frombits(out[i]) + math.Float64frombits(w))
+				default:
+					out[i] += w
+				}
+			}
+		}
+	}
 }
 
 // Buckets is the number of histogram buckets of the aggregate (0 unless a

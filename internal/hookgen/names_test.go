@@ -88,7 +88,7 @@ func TestHookFuncNamesCompile(t *testing.T) {
 		if n := strings.Count(m.Source, "HK_FN void "+fn+"("); n != 1 {
 			t.Errorf("%s is defined %d times", fn, n)
 		}
-		if n := strings.Count(m.Source, "  "+fn+"(cx, ev, &dv);"); n != 1 {
+		if n := strings.Count(m.Source, "  "+fn+"(blk, ev, &dv);"); n != 1 {
 			t.Errorf("the entry calls %s %d times", fn, n)
 		}
 	}

@@ -55,7 +55,7 @@ type translator struct {
 	// names maps identifiers (catalogue values, lets, constants) to C.
 	names map[string]cexpr
 	// funcSets maps the nodes replaced by function-name predicates to their
-	// set index in ncclhooks_funcsets.
+	// set index in the context block.
 	funcSets map[ast.Node]int
 	// at is where the expression being translated starts in the profile.
 	at config.Pos
@@ -65,7 +65,7 @@ type translator struct {
 // caller never depends on C operator precedence.
 func (t *translator) expr(n ast.Node) (cexpr, error) {
 	if set, ok := t.funcSets[n]; ok {
-		return cexpr{fmt.Sprintf("hk_in_funcset(cx, %d, ev->funcId)", set), kindBool}, nil
+		return cexpr{fmt.Sprintf("hk_in_funcset(blk, %d, ev->funcId)", set), kindBool}, nil
 	}
 	switch n := n.(type) {
 	case *ast.IntegerNode:

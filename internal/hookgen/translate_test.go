@@ -70,7 +70,7 @@ func TestTranslateSpelling(t *testing.T) {
 		"timestamp / 2":          "hk_div(((double)((hk_i64)ev->timestamp)), ((double)(2LL)))",
 		"phase == STOP or !true": "((((hk_i64)ev->phase) == (1LL)) || (!(1)))",
 		"-channelId + 1.5":       "(((double)hk_neg(((hk_i64)ev->channelId))) + (1.5e+00))",
-		`func startsWith "All"`:  "hk_in_funcset(cx, 0, ev->funcId)",
+		`func startsWith "All"`:  "hk_in_funcset(blk, 0, ev->funcId)",
 	} {
 		c, err := translate(hooktest.MustExpr(t, src))
 		if err != nil {

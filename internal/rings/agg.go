@@ -15,7 +15,7 @@ const (
 	keyOverflow = -2
 )
 
-// decodeAgg turns one aggregate's cells (all of ncclhooks_agg in words) into
+// decodeAgg turns one aggregate's cells (all of the device's, as ReadAgg adds them up) into
 // a snapshot, per docs/ARCHITECTURE.md "Aggregates". Rows with count 0 are
 // left out. Histogram buckets come out cumulative (Prometheus' le semantics).
 func decodeAgg(a *hookgen.AggInfo, words []uint64, funcName func(uint32) string) ([]sinks.AggRow, error) {

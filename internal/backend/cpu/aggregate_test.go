@@ -13,7 +13,7 @@ import (
 )
 
 // Aggregates from concurrent threads equal the values computed here from
-// the same events, word for word over the whole ncclhooks_agg array.
+// the same events, word for word over all of the device's aggregation cells.
 func TestAggregatesExact(t *testing.T) {
 	h := hooktest.Hook("agg") // aggregates only: no record
 	small := "workCounter % 1000 - 300"

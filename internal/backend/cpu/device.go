@@ -22,25 +22,31 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
 
-// device is one loaded copy of a module. Its buffers live in C memory so
-// that C threads may write them while Go reads them, and so that no Go
-// pointer is ever kept by C.
+// device is one loaded copy of a module. Its buffers and context blocks live
+// in C memory so that C threads may write them while Go reads them, and so
+// that no Go pointer is ever kept by C.
 type device struct {
 	m       *hookgen.Module
 	ordinal int
 	mod     C.hk_cpu_module
+	ctl     unsafe.Pointer   // the control words, Module.CtlWords uint64
 	slots   []unsafe.Pointer // per hook, N*SlotWords uint64
 	holes   []unsafe.Pointer // per hook, N uint32
 	close   sync.Once
 
-	ctxAddrs hookgen.CtxAddrs // what ncclhooks_ctx holds, for the per-communicator copies
-	commMu   sync.Mutex
-	commCtx  []unsafe.Pointer // C copies for communicators 1, 2, ...
+	ctxAddrs hookgen.CtxAddrs // what a block's header holds, but for its comm
+	blockMu  sync.Mutex
+	blocks   []unsafe.Pointer // the context block of communicator i (Module.Block)
+	funcSets [][]uint32       // written into every block, also those made later
+	aggCells []uint64         // one block's cells, read by ReadAgg
 }
 
 var errClosed = errors.New("cpu backend: device is closed")
 
 func (d *device) allocate() error {
+	if d.ctl = C.calloc(C.size_t(d.m.CtlWords()), 8); d.ctl == nil {
+		return fmt.Errorf("cpu backend: device %d: out of memory for the control words", d.ordinal)
+	}
 	var slotAddrs, holeAddrs []uintptr
 	for _, h := range d.m.Hooks {
 		// An aggregate-only hook has no record words; keep one so that
@@ -57,16 +63,11 @@ func (d *device) allocate() error {
 		holeAddrs = append(holeAddrs, uintptr(o))
 	}
 	d.ctxAddrs = hookgen.CtxAddrs{
-		Device:   d.ordinal,
-		Ctl:      uintptr(d.mod.ctl),
-		Agg:      uintptr(d.mod.agg),
-		FuncSets: uintptr(d.mod.funcsets),
-		Pairs:    uintptr(d.mod.pairs),
-		Slots:    slotAddrs,
-		Holes:    holeAddrs,
+		Device: d.ordinal,
+		Ctl:    uintptr(d.ctl),
+		Slots:  slotAddrs,
+		Holes:  holeAddrs,
 	}
-	ctx := d.m.EncodeCtx(d.ctxAddrs)
-	C.memcpy(d.mod.ctx, unsafe.Pointer(&ctx[0]), C.size_t(len(ctx)))
 	// drop_newest: the first N positions may be written before the
 	// drainer's first pass publishes a limit.
 	for _, h := range d.m.Hooks {
@@ -74,40 +75,61 @@ func (d *device) allocate() error {
 			atomic.StoreUint64(d.ctlWord(len(d.m.Hooks)+h.Index), uint64(h.Slots))
 		}
 	}
-	return nil
+	_, err := d.CommCtx(0)
+	return err
 }
 
 func (d *device) ctlWord(i int) *uint64 {
-	return (*uint64)(unsafe.Add(d.mod.ctl, 8*i))
+	return (*uint64)(unsafe.Add(d.ctl, 8*i))
 }
 
 func (d *device) Ordinal() int   { return d.ordinal }
 func (d *device) Entry() uintptr { return uintptr(d.mod.entry) }
-func (d *device) Ctx() uintptr   { return uintptr(d.mod.ctx) }
 
-// CommCtx returns the context of communicator comm: the module's
-// ncclhooks_ctx for comm 0, a C copy with its comm field set for the others.
+// Ctx is the context block of communicator 0, made at load.
+func (d *device) Ctx() uintptr {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if len(d.blocks) == 0 {
+		return 0
+	}
+	return uintptr(d.blocks[0])
+}
+
+// CommCtx returns the context block of communicator comm, making the blocks
+// up to it: zeroed C memory with the header and the function-id sets written.
 func (d *device) CommCtx(comm int) (uintptr, error) {
 	if comm < 0 {
 		return 0, fmt.Errorf("cpu backend: communicator index %d", comm)
 	}
-	if comm == 0 {
-		return uintptr(d.mod.ctx), nil
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if d.mod.handle == nil {
+		return 0, errClosed
 	}
-	d.commMu.Lock()
-	defer d.commMu.Unlock()
-	for len(d.commCtx) < comm {
+	for len(d.blocks) <= comm {
 		a := d.ctxAddrs
-		a.Comm = len(d.commCtx) + 1
-		b := d.m.EncodeCtx(a)
-		p := C.calloc(C.size_t(len(b)), 1)
+		a.Comm = len(d.blocks)
+		hdr := d.m.EncodeCtx(a)
+		p := C.calloc(C.size_t(d.m.Block.Bytes), 1)
 		if p == nil {
-			return 0, fmt.Errorf("cpu backend: out of memory for the context of communicator %d", a.Comm)
+			return 0, fmt.Errorf("cpu backend: out of memory for the context block of communicator %d (%d bytes)", a.Comm, d.m.Block.Bytes)
 		}
-		C.memcpy(p, unsafe.Pointer(&b[0]), C.size_t(len(b)))
-		d.commCtx = append(d.commCtx, p)
+		C.memcpy(p, unsafe.Pointer(&hdr[0]), C.size_t(len(hdr)))
+		d.storeFuncSets(p)
+		d.blocks = append(d.blocks, p)
 	}
-	return uintptr(d.commCtx[comm-1]), nil
+	return uintptr(d.blocks[comm]), nil
+}
+
+// storeFuncSets writes the function-id sets into a block.
+func (d *device) storeFuncSets(block unsafe.Pointer) {
+	for i, set := range d.funcSets {
+		base := unsafe.Add(block, d.m.Block.FuncSets+4*hookgen.FuncSetWords*i)
+		for j, word := range set {
+			atomic.StoreUint32((*uint32)(unsafe.Add(base, 4*j)), word)
+		}
+	}
 }
 
 func (d *device) Slots(h int) []uint64 {
@@ -141,18 +163,37 @@ func (d *device) WriteLimit(h int, limit uint64) error {
 	return nil
 }
 
+// ReadAgg adds up the communicators' aggregation cells (Module.AddAgg).
 func (d *device) ReadAgg(dst []uint64) error {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
 	if d.mod.handle == nil {
 		return errClosed
 	}
-	n := min(len(dst), d.m.AggWords)
-	for i := 0; i < n; i++ {
-		dst[i] = atomic.LoadUint64((*uint64)(unsafe.Add(d.mod.agg, 8*i)))
+	if len(dst) < d.m.AggWords {
+		return fmt.Errorf("cpu backend: ReadAgg needs %d words, got %d", d.m.AggWords, len(dst))
+	}
+	clear(dst[:d.m.AggWords])
+	n := d.m.Block.AggWords
+	if cap(d.aggCells) < n {
+		d.aggCells = make([]uint64, n)
+	}
+	cells := d.aggCells[:n]
+	for comm, b := range d.blocks {
+		base := unsafe.Add(b, d.m.Block.Agg)
+		for i := range cells {
+			cells[i] = atomic.LoadUint64((*uint64)(unsafe.Add(base, 8*i)))
+		}
+		d.m.AddAgg(dst, comm, cells)
 	}
 	return nil
 }
 
+// WriteFuncSets fills the function-id sets of every context block, and of
+// the blocks made later.
 func (d *device) WriteFuncSets(sets [][]uint32) error {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
 	if d.mod.handle == nil {
 		return errClosed
 	}
@@ -163,10 +204,10 @@ func (d *device) WriteFuncSets(sets [][]uint32) error {
 		if len(set) > hookgen.FuncSetWords {
 			return fmt.Errorf("cpu backend: function-id set %d has %d words, at most %d fit", i, len(set), hookgen.FuncSetWords)
 		}
-		base := unsafe.Add(d.mod.funcsets, 4*hookgen.FuncSetWords*i)
-		for j, word := range set {
-			atomic.StoreUint32((*uint32)(unsafe.Add(base, 4*j)), word)
-		}
+	}
+	d.funcSets = sets
+	for _, b := range d.blocks {
+		d.storeFuncSets(b)
 	}
 	return nil
 }
@@ -204,18 +245,19 @@ func (d *device) Clock() (hostUnixNs, deviceNs uint64, err error) {
 func (d *device) Close() error {
 	d.close.Do(func() {
 		C.hk_cpu_close(&d.mod)
+		C.free(d.ctl)
 		for _, p := range d.slots {
 			C.free(p)
 		}
 		for _, p := range d.holes {
 			C.free(p)
 		}
-		d.commMu.Lock()
-		for _, p := range d.commCtx {
+		d.blockMu.Lock()
+		for _, p := range d.blocks {
 			C.free(p)
 		}
-		d.commCtx = nil
-		d.commMu.Unlock()
+		d.blocks = nil
+		d.blockMu.Unlock()
 		d.slots, d.holes = nil, nil
 	})
 	return nil

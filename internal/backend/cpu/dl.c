@@ -25,12 +25,7 @@ int hk_cpu_open(const char* path, hk_cpu_module* m, char* err, size_t errlen) {
     return -1;
   }
   if (resolve(m, "ncclhooks_entry", &m->entry, err, errlen) ||
-      resolve(m, "ncclhooks_entry_ptr", &m->entry_ptr, err, errlen) ||
-      resolve(m, "ncclhooks_ctx", &m->ctx, err, errlen) ||
-      resolve(m, "ncclhooks_ctl", &m->ctl, err, errlen) ||
-      resolve(m, "ncclhooks_agg", &m->agg, err, errlen) ||
-      resolve(m, "ncclhooks_funcsets", &m->funcsets, err, errlen) ||
-      resolve(m, "ncclhooks_pairs", &m->pairs, err, errlen)) {
+      resolve(m, "ncclhooks_entry_ptr", &m->entry_ptr, err, errlen)) {
     dlclose(m->handle);
     m->handle = NULL;
     return -1;

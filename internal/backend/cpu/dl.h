@@ -8,11 +8,6 @@ typedef struct {
   void* handle;
   void* entry;
   void* entry_ptr;
-  void* ctx;
-  void* ctl;
-  void* agg;
-  void* funcsets;
-  void* pairs;
 } hk_cpu_module;
 
 /* hk_cpu_open dlopens path privately and resolves every module symbol.

@@ -134,9 +134,11 @@ func TestDurationPairingFollowsTheWorkItem(t *testing.T) {
 	}
 }
 
-// Communicators whose indices share a table entry (0 and 64) do not pair
-// with each other's START: the tag tells them apart.
-func TestDurationPairingTellsWrappedCommsApart(t *testing.T) {
+// Each communicator pairs in its own context block: work items of two
+// communicators with the same channel and work counter, interleaved (they
+// shared a table entry when the table was the device's, and 64 apart lost
+// their pairings), each pair with their own START.
+func TestDurationPairingKeepsCommunicatorsApart(t *testing.T) {
 	h := hooktest.Hook("stops", "comm", "duration", "paired")
 	h.When = hooktest.MustExpr(t, "phase == STOP")
 	m, d := load(t, hooktest.Profile(h), 0)
@@ -152,10 +154,10 @@ func TestDurationPairingTellsWrappedCommsApart(t *testing.T) {
 		return cdrive.Event{Timestamp: ts, WorkCounter: 5, ChannelID: 1, Phase: phase}
 	}
 	cdrive.Call(d.Entry(), ctx0, ev(cdrive.Start, 100))
-	cdrive.Call(d.Entry(), ctx64, ev(cdrive.Start, 1000)) // takes the shared entry
-	cdrive.Call(d.Entry(), ctx0, ev(cdrive.Stop, 150))    // its START is gone: no pairing
+	cdrive.Call(d.Entry(), ctx64, ev(cdrive.Start, 1000))
+	cdrive.Call(d.Entry(), ctx0, ev(cdrive.Stop, 150))
 	cdrive.Call(d.Entry(), ctx64, ev(cdrive.Stop, 1070))
-	want := [][]uint64{{0, 0, 0}, {64, 70, 1}}
+	want := [][]uint64{{0, 50, 1}, {64, 70, 1}}
 	for pos, w := range want {
 		if got := unsigned(record(t, d, m.Hooks[0], uint64(pos))); got[0] != w[0] || got[1] != w[1] || got[2] != w[2] {
 			t.Fatalf("STOP %d: comm, duration, paired = %v, want %v", pos, got, w)

@@ -27,13 +27,21 @@ type Device struct {
 	clockFn  function
 	stream   stream // private, non-blocking: all host<->device traffic
 
-	entry, ctx  uint64
-	ctxAddrs    hookgen.CtxAddrs // what ncclhooks_ctx holds, for the per-communicator copies
-	commMu      sync.Mutex
-	commCtx     []uint64 // device copies for communicators 1, 2, ... (comm 0 uses ncclhooks_ctx)
-	ctl, agg    uint64
-	funcSets    uint64
-	funcSetsLen int // words of ncclhooks_funcsets
+	entry    uint64
+	ctxAddrs hookgen.CtxAddrs // what a block's header holds, but for its comm
+	blockMu  sync.Mutex
+	blocks   []uint64 // the context block of communicator i (Module.Block), device memory
+	funcSets []byte   // the function-id sets' bytes, written into every block, also those made later
+	aggCells []byte   // one block's cells, read by ReadAgg
+
+	// The arena is one device allocation that holds the control words and
+	// then as many context blocks as fit (arenaUsed bytes so far); a block
+	// that does not fit gets an allocation of its own (extra).
+	arena      uint64
+	arenaBytes int
+	arenaUsed  int
+	extra      []uint64
+	ctl        uint64 // the control words: the arena's first bytes
 
 	host  []unsafe.Pointer // host-mapped allocations, freed at Close
 	slots [][]uint64
@@ -109,48 +117,32 @@ func (d *Device) allocHookBuffers() (slotsDev, holesDev []uintptr, err error) {
 	return slotsDev, holesDev, nil
 }
 
-// writeCtx resolves the module's globals (checking their sizes against the
-// module description) and writes ncclhooks_ctx: their addresses and those of
-// the hook buffers.
+// arenaBytes is the least size of the arena: one 2 MiB page of device
+// memory. Inside NCCL every kernel's first touch of a page of the hook's
+// memory costs the hook about a load's round trip more (bench/RESULTS.md,
+// "What a hook pays inside NCCL"), so a record hook's header and the control
+// words it then reserves a position in are kept on one.
+const arenaBytes = 2 << 20
+
+// writeCtx allocates the arena (the control words, then communicator 0's
+// context block).
 func (d *Device) writeCtx(slotsDev, holesDev []uintptr) error {
 	m := d.c.mod
+	ctlBytes := (8*m.CtlWords() + 127) &^ 127
+	d.arenaBytes = max(arenaBytes, ctlBytes+m.Block.Bytes)
 	var err error
-	if d.ctl, err = d.global(hookgen.SymCtl, 8*m.CtlWords()); err != nil {
-		return err
+	if d.arena, err = d.d.Alloc(d.arenaBytes); err != nil {
+		return fmt.Errorf("gpu backend: the control words and context blocks (%d bytes): %w", d.arenaBytes, err)
 	}
-	if d.agg, err = d.global(hookgen.SymAgg, 8*m.AggWords); err != nil {
-		return err
-	}
-	sets := max(len(m.FuncSets), 1)
-	d.funcSetsLen = sets * hookgen.FuncSetWords
-	if d.funcSets, err = d.global(hookgen.SymFuncSets, 4*d.funcSetsLen); err != nil {
-		return err
-	}
-	pairs, _, err := d.mod.Global(hookgen.SymPairs)
-	if err != nil {
-		return err
-	}
-	var size uint64
-	if d.ctx, size, err = d.mod.Global(hookgen.SymCtx); err != nil {
-		return err
-	}
+	d.ctl, d.arenaUsed = d.arena, ctlBytes
 	d.ctxAddrs = hookgen.CtxAddrs{
-		Device:   d.d.Ordinal(),
-		Ctl:      uintptr(d.ctl),
-		Agg:      uintptr(d.agg),
-		FuncSets: uintptr(d.funcSets),
-		Pairs:    uintptr(pairs),
-		Slots:    slotsDev,
-		Holes:    holesDev,
+		Device: d.d.Ordinal(),
+		Ctl:    uintptr(d.ctl),
+		Slots:  slotsDev,
+		Holes:  holesDev,
 	}
-	ctxBytes := m.EncodeCtx(d.ctxAddrs)
-	if size < uint64(len(ctxBytes)) {
-		return fmt.Errorf("%s is %d bytes, the module description says %d: source and description disagree", hookgen.SymCtx, size, len(ctxBytes))
-	}
-	if err := d.d.CopyHtoD(d.ctx, ctxBytes, d.stream); err != nil {
-		return fmt.Errorf("writing %s: %w", hookgen.SymCtx, err)
-	}
-	return nil
+	_, err = d.CommCtx(0)
+	return err
 }
 
 // loadClock loads the clock kernel and its host-mapped output word.
@@ -179,57 +171,78 @@ func (d *Device) hostAlloc(n int) (unsafe.Pointer, uint64, error) {
 	return p, dev, nil
 }
 
-// global resolves a module variable and checks it holds at least want bytes.
-func (d *Device) global(name string, want int) (uint64, error) {
-	p, size, err := d.mod.Global(name)
-	if err != nil {
-		return 0, err
-	}
-	if size < uint64(want) {
-		return 0, fmt.Errorf("%s is %d bytes, the module description needs %d: source and description disagree", name, size, want)
-	}
-	return p, nil
-}
-
 // Ordinal is the CUDA device ordinal.
 func (d *Device) Ordinal() int { return d.d.Ordinal() }
 
 // Entry is the absolute device address of ncclhooks_entry.
 func (d *Device) Entry() uintptr { return uintptr(d.entry) }
 
-// Ctx is the device address of ncclhooks_ctx, the devCtx handed to NCCL.
-func (d *Device) Ctx() uintptr { return uintptr(d.ctx) }
+// Ctx is the device address of communicator 0's context block, made at load.
+func (d *Device) Ctx() uintptr {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if len(d.blocks) == 0 {
+		return 0
+	}
+	return uintptr(d.blocks[0])
+}
 
-// CommCtx returns the devCtx of communicator comm: ncclhooks_ctx for comm 0,
-// a copy in device memory with its comm field set for the others.
+// CommCtx returns the devCtx of communicator comm, its context block, making
+// the blocks up to it: zeroed device memory with the header and the
+// function-id sets written, all waited for before the address is returned
+// (NCCL may launch with it at once).
 func (d *Device) CommCtx(comm int) (uintptr, error) {
 	if comm < 0 {
 		return 0, fmt.Errorf("gpu backend: communicator index %d", comm)
 	}
-	if comm == 0 {
-		return uintptr(d.ctx), nil
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if d.closed.Load() {
+		return 0, cuda.ErrClosed
 	}
-	d.commMu.Lock()
-	defer d.commMu.Unlock()
-	for len(d.commCtx) < comm {
-		a := d.ctxAddrs
-		a.Comm = len(d.commCtx) + 1
-		b := d.c.mod.EncodeCtx(a)
-		p, err := d.d.Alloc(len(b))
+	for len(d.blocks) <= comm {
+		p, err := d.newBlock(len(d.blocks))
 		if err != nil {
-			return 0, fmt.Errorf("gpu backend: context for communicator %d: %w", a.Comm, err)
+			return 0, err
 		}
-		err = d.d.CopyHtoD(p, b, d.stream)
-		if err == nil {
-			err = d.stream.Sync() // written before NCCL can launch with it
+		d.blocks = append(d.blocks, p)
+	}
+	return uintptr(d.blocks[comm]), nil
+}
+
+func (d *Device) newBlock(comm int) (uint64, error) {
+	b := d.c.mod.Block
+	a := d.ctxAddrs
+	a.Comm = comm
+	var p uint64
+	own := d.arenaUsed+b.Bytes > d.arenaBytes
+	if own {
+		var err error
+		if p, err = d.d.Alloc(b.Bytes); err != nil {
+			return 0, fmt.Errorf("gpu backend: context block of communicator %d (%d bytes): %w", comm, b.Bytes, err)
 		}
-		if err != nil {
+	} else { // zeroed with the arena
+		p = d.arena + uint64(d.arenaUsed)
+	}
+	err := d.d.CopyHtoD(p, d.c.mod.EncodeCtx(a), d.stream)
+	if err == nil && len(d.funcSets) > 0 {
+		err = d.d.CopyHtoD(p+uint64(b.FuncSets), d.funcSets, d.stream)
+	}
+	if err == nil {
+		err = d.stream.Sync()
+	}
+	if err != nil {
+		if own {
 			d.d.Free(p)
-			return 0, fmt.Errorf("gpu backend: writing the context of communicator %d: %w", a.Comm, err)
 		}
-		d.commCtx = append(d.commCtx, p)
+		return 0, fmt.Errorf("gpu backend: writing the context block of communicator %d: %w", comm, err)
 	}
-	return uintptr(d.commCtx[comm-1]), nil
+	if own {
+		d.extra = append(d.extra, p)
+	} else {
+		d.arenaUsed += b.Bytes
+	}
+	return p, nil
 }
 
 // Slots is the host view of hook h's record words (host-mapped memory).
@@ -274,19 +287,38 @@ func (d *Device) WriteLimit(h int, limit uint64) error {
 	return d.d.CopyHtoD(d.ctl+uint64(8*(H+h)), asBytes(w), d.stream)
 }
 
-// ReadAgg copies ncclhooks_agg into dst.
+// ReadAgg copies every communicator's aggregation cells from its context
+// block and adds them up into dst (Module.AddAgg).
 func (d *Device) ReadAgg(dst []uint64) error {
-	n := d.c.mod.AggWords
-	if len(dst) < n {
-		return fmt.Errorf("gpu backend: ReadAgg needs %d words, got %d", n, len(dst))
+	m := d.c.mod
+	if len(dst) < m.AggWords {
+		return fmt.Errorf("gpu backend: ReadAgg needs %d words, got %d", m.AggWords, len(dst))
 	}
-	return shutdown(d.d.CopyDtoH(asBytes(dst[:n]), d.agg, d.stream))
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	clear(dst[:m.AggWords])
+	if m.Block.AggWords == 0 {
+		return nil
+	}
+	if cap(d.aggCells) < 8*m.Block.AggWords {
+		d.aggCells = make([]byte, 8*m.Block.AggWords)
+	}
+	cells := unsafe.Slice((*uint64)(unsafe.Pointer(&d.aggCells[0])), m.Block.AggWords)
+	for comm, p := range d.blocks {
+		if err := d.d.CopyDtoH(asBytes(cells), p+uint64(m.Block.Agg), d.stream); err != nil {
+			return shutdown(err)
+		}
+		m.AddAgg(dst, comm, cells)
+	}
+	return nil
 }
 
-// WriteFuncSets fills ncclhooks_funcsets; sets[i] has FuncSetWords words.
+// WriteFuncSets fills the function-id sets of every context block, and of
+// the blocks made later; sets[i] has FuncSetWords words.
 func (d *Device) WriteFuncSets(sets [][]uint32) error {
-	if len(sets) > d.funcSetsLen/hookgen.FuncSetWords {
-		return fmt.Errorf("gpu backend: %d function sets, the module has %d", len(sets), d.funcSetsLen/hookgen.FuncSetWords)
+	m := d.c.mod
+	if len(sets) > len(m.FuncSets) {
+		return fmt.Errorf("gpu backend: %d function sets, the module has %d", len(sets), len(m.FuncSets))
 	}
 	if len(sets) == 0 {
 		return nil
@@ -298,7 +330,15 @@ func (d *Device) WriteFuncSets(sets [][]uint32) error {
 		}
 		copy(words[i*hookgen.FuncSetWords:], s)
 	}
-	return d.d.CopyHtoD(d.funcSets, asBytes(words), d.stream)
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	d.funcSets = asBytes(words)
+	for _, p := range d.blocks {
+		if err := d.d.CopyHtoD(p+uint64(m.Block.FuncSets), d.funcSets, d.stream); err != nil {
+			return err
+		}
+	}
+	return d.stream.Sync()
 }
 
 // Model is the GPU's name as the driver reports it ("NVIDIA H200").
@@ -354,12 +394,14 @@ func (d *Device) Close() error {
 	for _, p := range d.host {
 		errs = append(errs, d.d.FreeHost(p))
 	}
-	d.commMu.Lock()
-	for _, p := range d.commCtx {
-		errs = append(errs, d.d.Free(p))
+	d.blockMu.Lock()
+	for _, p := range append(d.extra, d.arena) {
+		if p != 0 {
+			errs = append(errs, d.d.Free(p))
+		}
 	}
-	d.commCtx = nil
-	d.commMu.Unlock()
+	d.blocks, d.extra, d.arena = nil, nil, 0
+	d.blockMu.Unlock()
 	d.host, d.slots, d.holes = nil, nil, nil
 	if d.stream != nil {
 		errs = append(errs, d.stream.Destroy())

@@ -305,10 +305,10 @@ func TestGPUClockAndFuncSets(t *testing.T) {
 	}
 	set := make([]uint32, hookgen.FuncSetWords)
 	set[0] = 1
-	if err := p.dev.WriteFuncSets([][]uint32{set}); err != nil {
+	if err := p.dev.WriteFuncSets(nil); err != nil { // all-events has no name predicate
 		t.Fatal(err)
 	}
-	if err := p.dev.WriteFuncSets([][]uint32{set, set}); err == nil {
+	if err := p.dev.WriteFuncSets([][]uint32{set}); err == nil {
 		t.Fatal("more function sets than the module has were accepted")
 	}
 	if err := p.dev.ReadAgg(make([]uint64, 1)); err != nil {

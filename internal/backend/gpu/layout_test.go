@@ -35,11 +35,7 @@ type region struct {
 
 func newFakeDriver(m *hookgen.Module) *fakeDriver {
 	f := &fakeDriver{next: 0x7f10_0000_0000, globals: map[string]*region{}}
-	sets := max(len(m.FuncSets), 1)
-	for name, size := range map[string]int{hookgen.SymCtl: 8 * m.CtlWords(), hookgen.SymAgg: 8 * m.AggWords,
-		hookgen.SymFuncSets: 4 * sets * hookgen.FuncSetWords, hookgen.SymPairs: 8, hookgen.SymCtx: m.CtxBytes(), hookgen.SymEntryPtr: 8} {
-		f.globals[name] = f.alloc(size, false)
-	}
+	f.globals[hookgen.SymEntryPtr] = f.alloc(8, false)
 	binary.LittleEndian.PutUint64(f.globals[hookgen.SymEntryPtr].mem, 0x7f20_0000_1000)
 	return f
 }
@@ -149,11 +145,13 @@ hooks:
 var storeRE = regexp.MustCompile(`hk_store64(x2)?\(slot \+ (\d+), stamp \| c(\d+)(?:, stamp \| c(\d+))?\);`)
 
 // TestDeviceLayoutOnAFakeDriver loads a generated module on a fake driver
-// and checks what only the GPU machine used to: ncclhooks_ctx holds the
-// device addresses of the module's globals and of every hook's buffers;
-// those buffers are the host-mapped memory the drainer reads through
-// Slots and Holes, of the sizes the layout needs; the limit, the heads, the
-// aggregates and the function sets are read and written at their offsets;
+// and checks what only the GPU machine used to: each communicator's context
+// block is device memory of the module's size whose header holds the device
+// addresses of ncclhooks_ctl and of every hook's buffers; those buffers are
+// the host-mapped memory the drainer reads through Slots and Holes, of the
+// sizes the layout needs; the limit and the heads are read and written at
+// their offsets; the function sets are in every block, also one made after
+// they were written; ReadAgg adds up the blocks' cells;
 // and a record stored the way the generated code stores it (its vector
 // stores' operand order, as the prelude's PTX lays the operands out) reads
 // back through Slots as the payload it was made of.
@@ -173,28 +171,36 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 	}
 	defer d.Close()
 	H := len(m.Hooks)
-	if d.Entry() != 0x7f20_0000_1000 || uint64(d.Ctx()) != fd.globals[hookgen.SymCtx].dev {
+	if d.Entry() != 0x7f20_0000_1000 || d.Ctx() == 0 {
 		t.Fatalf("entry %#x ctx %#x", d.Entry(), d.Ctx())
 	}
-
-	// The context, as the hook reads it.
-	ctx := fd.globals[hookgen.SymCtx].mem
-	le := binary.LittleEndian
-	for i, name := range []string{hookgen.SymCtl, hookgen.SymAgg, hookgen.SymFuncSets, hookgen.SymPairs} {
-		if got := le.Uint64(ctx[8*i:]); got != fd.globals[name].dev {
-			t.Errorf("ctx word %d = %#x, want %s at %#x", i, got, name, fd.globals[name].dev)
+	block := func(p uintptr) []byte {
+		t.Helper()
+		b, err := fd.at(uint64(p), m.Block.Bytes)
+		if err != nil {
+			t.Fatalf("context block at %#x: %v", p, err)
 		}
+		return b
 	}
-	if dev, comm := le.Uint32(ctx[32+16*H:]), le.Uint32(ctx[32+16*H+4:]); dev != 3 || comm != 0 {
+
+	// The header, as the hook reads it.
+	ctx := block(d.Ctx())
+	le := binary.LittleEndian
+	// The control words open the arena, and communicator 0's block follows
+	// them in it: one page for a record hook's header and head.
+	if got := le.Uint64(ctx); got != d.ctl || uint64(d.Ctx()) != d.ctl+128 || d.ctl != d.arena {
+		t.Errorf("header word 0 = %#x, control words at %#x, block at %#x, arena at %#x", got, d.ctl, d.Ctx(), d.arena)
+	}
+	if dev, comm := le.Uint32(ctx[8+16*H:]), le.Uint32(ctx[8+16*H+4:]); dev != 3 || comm != 0 {
 		t.Errorf("ctx device %d comm %d, want 3 and 0", dev, comm)
 	}
 	for h, info := range m.Hooks {
 		words := info.Slots * info.Layout.SlotWords()
-		slots, err := fd.at(le.Uint64(ctx[32+16*h:]), 8*max(words, 1))
+		slots, err := fd.at(le.Uint64(ctx[8+16*h:]), 8*max(words, 1))
 		if err != nil {
 			t.Fatalf("hook %s slots: %v", info.Name, err)
 		}
-		holes, err := fd.at(le.Uint64(ctx[32+16*h+8:]), 4*info.Slots)
+		holes, err := fd.at(le.Uint64(ctx[8+16*h+8:]), 4*info.Slots)
 		if err != nil {
 			t.Fatalf("hook %s holes: %v", info.Name, err)
 		}
@@ -210,7 +216,10 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 	}
 
 	// Control words: heads at ctl[h], limits at ctl[H+h].
-	ctl := fd.globals[hookgen.SymCtl].mem
+	ctl, err := fd.at(d.ctl, 8*m.CtlWords())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for h := range H {
 		le.PutUint64(ctl[8*h:], uint64(100+h))
 		if err := d.WriteLimit(h, uint64(5000+h)); err != nil {
@@ -226,27 +235,41 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 			t.Errorf("hook %d: head %d limit %d, want %d and %d", h, heads[h], heads[H+h], 100+h, 5000+h)
 		}
 	}
-	aggMem := fd.globals[hookgen.SymAgg].mem
-	for i := range m.AggWords {
-		le.PutUint64(aggMem[8*i:], uint64(i*i+1))
-	}
-	agg := make([]uint64, m.AggWords)
-	if err := d.ReadAgg(agg); err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range agg {
-		if v != uint64(i*i+1) {
-			t.Fatalf("agg word %d = %d", i, v)
-		}
-	}
 	set := make([]uint32, hookgen.FuncSetWords)
 	set[0], set[len(set)-1] = 0b1011, 1<<31
 	if err := d.WriteFuncSets([][]uint32{set}); err != nil {
 		t.Fatal(err)
 	}
-	fs := fd.globals[hookgen.SymFuncSets].mem
-	if le.Uint32(fs) != 0b1011 || le.Uint32(fs[4*(len(set)-1):]) != 1<<31 {
-		t.Errorf("function set words at the wrong offsets: % x", fs[:8])
+	// Later communicators: blocks of their own, the header with their index.
+	for comm := 1; comm <= 2; comm++ {
+		p, err := d.CommCtx(comm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := block(p)
+		if le.Uint32(b[8+16*H+4:]) != uint32(comm) || string(b[:8+16*H]) != string(ctx[:8+16*H]) {
+			t.Errorf("communicator %d: header % x", comm, b[:m.CtxBytes()])
+		}
+	}
+	for comm := range 3 {
+		p, _ := d.CommCtx(comm)
+		fs := block(p)[m.Block.FuncSets:]
+		if le.Uint32(fs) != 0b1011 || le.Uint32(fs[4*(len(set)-1):]) != 1<<31 {
+			t.Errorf("communicator %d: function set words at the wrong offsets: % x", comm, fs[:8])
+		}
+		cells := block(p)[m.Block.Agg:]
+		for i := range m.Block.AggWords {
+			le.PutUint64(cells[8*i:], uint64((comm+1)*(i*i+1)))
+		}
+	}
+	agg := make([]uint64, m.AggWords)
+	if err := d.ReadAgg(agg); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range agg { // the profile's one aggregate has no comm key: 1+2+3 times each word
+		if v != uint64(6*(i*i+1)) {
+			t.Fatalf("agg word %d = %d, want %d", i, v, 6*(i*i+1))
+		}
 	}
 
 	// A record written as the generated code writes it.
@@ -267,7 +290,7 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 		for _, pos := range []uint64{0, 1, uint64(info.Slots) - 1, uint64(info.Slots) + 2, 1<<32 + 5} {
 			payload := make([]byte, 4*l.Chunks)
 			r.Read(payload[:l.Bytes])
-			slot := le.Uint64(ctx[32+16*h:]) + 8*(pos&uint64(info.Slots-1))*uint64(l.Chunks)
+			slot := le.Uint64(ctx[8+16*h:]) + 8*(pos&uint64(info.Slots-1))*uint64(l.Chunks)
 			stamp := uint64(uint32(pos+1)) << 32
 			chunk := func(s string) uint64 {
 				c, _ := strconv.Atoi(s)
@@ -303,22 +326,63 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 		}
 	}
 
-	// Contexts of later communicators: copies with their index.
-	for comm := 1; comm <= 2; comm++ {
+	if host, dev, err := d.Clock(); err != nil || dev != 777 || host == 0 {
+		t.Errorf("Clock = %d, %d, %v", host, dev, err)
+	}
+}
+
+// Context blocks are carved from the arena while they fit, each zeroed but
+// for its header; the rest get allocations of their own.
+func TestBlocksBeyondTheArena(t *testing.T) {
+	p, err := config.Parse("big.yaml", []byte(`version: 1
+name: big
+hooks:
+  - name: lat
+    when: phase == STOP && paired
+    aggregate: [{name: d, kind: histogram, value: duration, by: [funcId], buckets: log2}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hookgen.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := newFakeDriver(m)
+	d := &Device{c: &Compiled{mod: m}, d: fd}
+	if err := d.load(&archImages{hook: &cuda.Image{}, clock: &cuda.Image{}}); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	B := m.Block.Bytes
+	fit := (d.arenaBytes - 128) / B
+	if fit < 1 || fit > 8 {
+		t.Fatalf("%d blocks of %d bytes fit the %d-byte arena; the test wants a few", fit, B, d.arenaBytes)
+	}
+	for comm := 0; comm <= fit+1; comm++ {
 		p, err := d.CommCtx(comm)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := fd.at(uint64(p), m.CtxBytes())
+		inArena := uint64(p) >= d.arena && uint64(p)+uint64(B) <= d.arena+uint64(d.arenaBytes)
+		if inArena != (comm < fit) || inArena && uint64(p) != d.arena+128+uint64(comm*B) {
+			t.Errorf("communicator %d: block at %#x, arena [%#x, +%d), %d fit", comm, p, d.arena, d.arenaBytes, fit)
+		}
+		b, err := fd.at(uint64(p), B)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if le.Uint32(b[32+16*H+4:]) != uint32(comm) || string(b[:32+16*H]) != string(ctx[:32+16*H]) {
-			t.Errorf("communicator %d: context % x", comm, b)
+		if binary.LittleEndian.Uint32(b[8+16+4:]) != uint32(comm) || binary.LittleEndian.Uint64(b) != d.ctl {
+			t.Errorf("communicator %d: header % x", comm, b[:m.CtxBytes()])
+		}
+		for i, x := range b[m.CtxBytes():] {
+			if x != 0 {
+				t.Fatalf("communicator %d: block byte %d is %d, want zero", comm, m.CtxBytes()+i, x)
+			}
 		}
 	}
-	if host, dev, err := d.Clock(); err != nil || dev != 777 || host == 0 {
-		t.Errorf("Clock = %d, %d, %v", host, dev, err)
+	if len(d.extra) != 2 {
+		t.Errorf("%d blocks have allocations of their own, want 2", len(d.extra))
 	}
 }
 

@@ -431,37 +431,29 @@ HK_FN hk_u64 hk_enc(hk_i64 v) { return (hk_u64)v ^ 0x8000000000000000ULL; }
 HK_FN hk_u32 hk_log2_bucket(hk_i64 v) { return v <= 0 ? 0u : (hk_u32)(64 - hk_clz64((hk_u64)v)); }
 HK_FN hk_u32 hk_key(hk_u32 id, hk_u32 n) { return id < n ? id : n; }
 
-/* ---- module symbols (docs/ARCHITECTURE.md) ---- */
+/* ---- module symbols and the context block (docs/ARCHITECTURE.md) ---- */
 HK_EXTERN_C_BEGIN
 
 typedef struct {
   hk_u64* slots; /* N slots of C words */
   hk_u32* holes; /* N hole stamps (drop_newest) */
 } hk_hookbuf_t;
-/* The hook reaches all of its state through devCtx, never by symbol: called from
-   NCCL's kernel (another module), a function cannot address its own module's globals,
-   which the GPU resolves through the running kernel's module. */
+/* The header of a context block. The hook reaches all of its state through devCtx,
+   never by symbol: called from NCCL's kernel (another module), a function cannot
+   address its own module's globals, which the GPU resolves through the running
+   kernel's module. */
 typedef struct {
-  hk_u64* ctl; /* ncclhooks_ctl */
-  hk_u64* agg; /* ncclhooks_agg */
-  hk_u32* funcsets; /* ncclhooks_funcsets */
-  hk_u64* pairs; /* ncclhooks_pairs */
+  hk_u64* ctl; /* ctl[h]: positions reserved by hook h; ctl[1+h]: its limit (drop_newest) */
   hk_hookbuf_t hook[1];
   hk_u32 device;
-  hk_u32 comm; /* the communicator's index on this device: one context per communicator */
+  hk_u32 comm; /* the communicator's index on this device */
 } hk_ctx_t;
 
-/* Written once by the host after loading; its address is devCtx. */
-HK_VAR hk_ctx_t ncclhooks_ctx;
-/* ctl[h]: positions reserved by hook h; ctl[1+h]: hook h's limit (drop_newest). */
-HK_VAR hk_u64 ncclhooks_ctl[2];
-/* No aggregates: one word so that the symbol exists. */
-HK_VAR hk_u64 ncclhooks_agg[1];
-/* No name predicates: one set so that the symbol exists. */
-HK_VAR hk_u32 ncclhooks_funcsets[1][256];
-HK_FN int hk_in_funcset(const hk_ctx_t* HK_RESTRICT cx, int set, hk_u32 id) {
-  return id < 8192u && ((hk_load32_ro(&cx->funcsets[set * 256 + (id >> 5)]) >> (id & 31u)) & 1u);
-}
+/* devCtx points at the communicator's context block, which the host allocates and fills
+   before the hook is handed out: the header, then each part at a constant offset, so
+   that the hook computes their addresses from devCtx without loading one. The control
+   words are the device's, shared by its communicators; the host allocates them too. */
+#define HK_BLOCK_BYTES 128
 
 /* Values derived from several events: duration and paired (at STOP). */
 typedef struct {
@@ -469,12 +461,14 @@ typedef struct {
   int paired;
 } hk_derived_t;
 
-/* No duration pairing: one word so that the symbol exists. */
-HK_VAR hk_u64 ncclhooks_pairs[1];
-
 /* ======== hook "all" (all-events.yaml:10:5) ======== */
-HK_FN void hk_hook_all(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {
+HK_FN void hk_hook_all(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {
+  (void)blk;
   (void)dv;
+  /* The block's header, read once here: read through the pointer, a field would be
+     loaded again after every atomic or store below, and wait behind it. */
+  const hk_ctx_t cxc = *(const hk_ctx_t*)blk;
+  const hk_ctx_t* HK_RESTRICT const cx = &cxc;
   /* record: 6 fields, 23 bytes in 6 chunks; 65536 slots, drop_newest */
   {
     const hk_u64 limit = hk_load64(&cx->ctl[1]);
@@ -512,15 +506,13 @@ HK_FN void hk_hook_all(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEven
 /* The hook NCCL calls on lane 0 of each block, at START and STOP of every work item. */
 HK_ENTRY void ncclhooks_entry(const ncclProfilerDevEvent_t* event, void* devCtx) {
   if (!devCtx) return;
-  /* The event and the context (this communicator's copy of ncclhooks_ctx), each read once here:
-     read through the pointers, a field would be loaded again after every atomic
-     or store below, which clobber memory, and each load would wait behind it. */
+  /* The event, read once here: read through the pointer, a field would be loaded again
+     after every atomic or store below, which clobber memory, and wait behind it. */
   const ncclProfilerDevEvent_t evc = *event;
-  const hk_ctx_t cxc = *(const hk_ctx_t*)devCtx;
   const ncclProfilerDevEvent_t* const ev = &evc;
-  const hk_ctx_t* HK_RESTRICT const cx = &cxc;
+  hk_u8* const blk = (hk_u8*)devCtx; /* this communicator's context block */
   hk_derived_t dv = {0, 0};
-  hk_hook_all(cx, ev, &dv); /* "all" */
+  hk_hook_all(blk, ev, &dv); /* "all" */
 }
 
 /* The entry's absolute address, for the GPU backend to read (a function pointer:

@@ -431,37 +431,35 @@ HK_FN hk_u64 hk_enc(hk_i64 v) { return (hk_u64)v ^ 0x8000000000000000ULL; }
 HK_FN hk_u32 hk_log2_bucket(hk_i64 v) { return v <= 0 ? 0u : (hk_u32)(64 - hk_clz64((hk_u64)v)); }
 HK_FN hk_u32 hk_key(hk_u32 id, hk_u32 n) { return id < n ? id : n; }
 
-/* ---- module symbols (docs/ARCHITECTURE.md) ---- */
+/* ---- module symbols and the context block (docs/ARCHITECTURE.md) ---- */
 HK_EXTERN_C_BEGIN
 
 typedef struct {
   hk_u64* slots; /* N slots of C words */
   hk_u32* holes; /* N hole stamps (drop_newest) */
 } hk_hookbuf_t;
-/* The hook reaches all of its state through devCtx, never by symbol: called from
-   NCCL's kernel (another module), a function cannot address its own module's globals,
-   which the GPU resolves through the running kernel's module. */
+/* The header of a context block. The hook reaches all of its state through devCtx,
+   never by symbol: called from NCCL's kernel (another module), a function cannot
+   address its own module's globals, which the GPU resolves through the running
+   kernel's module. */
 typedef struct {
-  hk_u64* ctl; /* ncclhooks_ctl */
-  hk_u64* agg; /* ncclhooks_agg */
-  hk_u32* funcsets; /* ncclhooks_funcsets */
-  hk_u64* pairs; /* ncclhooks_pairs */
+  hk_u64* ctl; /* ctl[h]: positions reserved by hook h; ctl[1+h]: its limit (drop_newest) */
   hk_hookbuf_t hook[1];
   hk_u32 device;
-  hk_u32 comm; /* the communicator's index on this device: one context per communicator */
+  hk_u32 comm; /* the communicator's index on this device */
 } hk_ctx_t;
 
-/* Written once by the host after loading; its address is devCtx. */
-HK_VAR hk_ctx_t ncclhooks_ctx;
-/* ctl[h]: positions reserved by hook h; ctl[1+h]: hook h's limit (drop_newest). */
-HK_VAR hk_u64 ncclhooks_ctl[2];
-/* No aggregates: one word so that the symbol exists. */
-HK_VAR hk_u64 ncclhooks_agg[1];
-/* Function-id sets of the name predicates, filled by the host at init. */
-HK_VAR hk_u32 ncclhooks_funcsets[1][256];
+/* devCtx points at the communicator's context block, which the host allocates and fills
+   before the hook is handed out: the header, then each part at a constant offset, so
+   that the hook computes their addresses from devCtx without loading one. The control
+   words are the device's, shared by its communicators; the host allocates them too. */
+#define HK_BLOCK_FUNCSETS 128 /* 1 function-id sets of 256 words, filled by the host */
 /*   set 0: hook "where", func startsWith "AllReduce" */
-HK_FN int hk_in_funcset(const hk_ctx_t* HK_RESTRICT cx, int set, hk_u32 id) {
-  return id < 8192u && ((hk_load32_ro(&cx->funcsets[set * 256 + (id >> 5)]) >> (id & 31u)) & 1u);
+#define HK_BLOCK_PAIRS 1152 /* the duration pairing table, 8192 words */
+#define HK_BLOCK_BYTES 66688
+HK_FN int hk_in_funcset(const hk_u8* blk, int set, hk_u32 id) {
+  const hk_u32* sets = (const hk_u32*)(blk + HK_BLOCK_FUNCSETS);
+  return id < 8192u && ((hk_load32_ro(&sets[set * 256 + (id >> 5)]) >> (id & 31u)) & 1u);
 }
 
 /* Values derived from several events: duration and paired (at STOP). */
@@ -470,23 +468,20 @@ typedef struct {
   int paired;
 } hk_derived_t;
 
-/* ---- duration pairing (docs/ARCHITECTURE.md): entries keyed by (communicator,
-   channel, workCounter % 64), written at START with one 16-byte store {tag, timestamp}
-   and read at STOP with one 16-byte load through the L1. The tag holds all three ids (communicator
-   mod 256, channel, workCounter mod 2^48), so ids that share an entry do not pair. ---- */
-#define HK_PAIR_COMMS 64
+/* ---- duration pairing (docs/ARCHITECTURE.md): entries keyed by (channel, workCounter
+   % 64) in the communicator's block, written at START with one 16-byte store {tag,
+   timestamp} and read at STOP with one 16-byte load through the L1. The tag holds both
+   ids (channel, workCounter mod 2^48), so ids that share an entry do not pair. ---- */
 #define HK_PAIR_CHANNELS 64
 #define HK_PAIR_DEPTH 64
-/* The pairing tag: communicator (8 bits), channel (8 bits), workCounter + 1 (48 bits); 0 = empty. */
-HK_FN hk_u64 hk_pair_tag(hk_u32 comm, const ncclProfilerDevEvent_t* ev) {
-  return ((hk_u64)(comm & 0xffu) << 56) | ((hk_u64)ev->channelId << 48) | ((ev->workCounter + 1ULL) & 0xffffffffffffULL);
+/* The pairing tag: channel (8 bits), workCounter + 1 (48 bits); 0 = empty. */
+HK_FN hk_u64 hk_pair_tag(const ncclProfilerDevEvent_t* ev) {
+  return ((hk_u64)ev->channelId << 48) | ((ev->workCounter + 1ULL) & 0xffffffffffffULL);
 }
-HK_VAR hk_u64 ncclhooks_pairs[HK_PAIR_COMMS * HK_PAIR_CHANNELS * HK_PAIR_DEPTH * 2] __attribute__((aligned(16)));
-HK_FN void hk_pair(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEvent_t* ev, hk_derived_t* d) {
-  const hk_u32 entry = ((cx->comm % HK_PAIR_COMMS) * HK_PAIR_CHANNELS + ev->channelId % HK_PAIR_CHANNELS) * HK_PAIR_DEPTH +
-                       (hk_u32)(ev->workCounter % HK_PAIR_DEPTH);
-  hk_u64* e = cx->pairs + 2u * entry; /* {tag, START timestamp} */
-  const hk_u64 tag = hk_pair_tag(cx->comm, ev);
+HK_FN void hk_pair(hk_u8* blk, const ncclProfilerDevEvent_t* ev, hk_derived_t* d) {
+  const hk_u32 entry = (ev->channelId % HK_PAIR_CHANNELS) * HK_PAIR_DEPTH + (hk_u32)(ev->workCounter % HK_PAIR_DEPTH);
+  hk_u64* e = (hk_u64*)(blk + HK_BLOCK_PAIRS) + 2u * entry; /* {tag, START timestamp} */
+  const hk_u64 tag = hk_pair_tag(ev);
   if (ev->phase == 0) {
     hk_store64x2(e, tag, ev->timestamp);
   } else if (ev->phase == 1) {
@@ -501,12 +496,17 @@ HK_FN void hk_pair(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEvent_t*
 }
 
 /* ======== hook "where" (field-capture.yaml:7:5) ======== */
-HK_FN void hk_hook_where(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {
+HK_FN void hk_hook_where(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {
+  (void)blk;
   (void)dv;
   const hk_i64 iv_smid = (hk_i64)hk_smid(); /* read at the hook */
   const hk_i64 iv_clock = (hk_i64)hk_clock(); /* read at the hook */
   /* hook "where" (field-capture.yaml:8:11): when phase == STOP && func startsWith "AllReduce" */
-  if (!((((hk_i64)ev->phase) == (1LL)) && hk_in_funcset(cx, 0, ev->funcId))) return;
+  if (!((((hk_i64)ev->phase) == (1LL)) && hk_in_funcset(blk, 0, ev->funcId))) return;
+  /* The block's header, read once here: read through the pointer, a field would be
+     loaded again after every atomic or store below, and wait behind it. */
+  const hk_ctx_t cxc = *(const hk_ctx_t*)blk;
+  const hk_ctx_t* HK_RESTRICT const cx = &cxc;
   /* let dur_us = duration / 1000 (field-capture.yaml:10:9) */
   const double l_dur_us = hk_div(((double)((hk_i64)dv->duration)), ((double)(1000LL)));
   /* record: 7 fields, 28 bytes in 7 chunks; 16384 slots, drop_newest */
@@ -553,16 +553,14 @@ HK_FN void hk_hook_where(const hk_ctx_t* HK_RESTRICT cx, const ncclProfilerDevEv
 /* The hook NCCL calls on lane 0 of each block, at START and STOP of every work item. */
 HK_ENTRY void ncclhooks_entry(const ncclProfilerDevEvent_t* event, void* devCtx) {
   if (!devCtx) return;
-  /* The event and the context (this communicator's copy of ncclhooks_ctx), each read once here:
-     read through the pointers, a field would be loaded again after every atomic
-     or store below, which clobber memory, and each load would wait behind it. */
+  /* The event, read once here: read through the pointer, a field would be loaded again
+     after every atomic or store below, which clobber memory, and wait behind it. */
   const ncclProfilerDevEvent_t evc = *event;
-  const hk_ctx_t cxc = *(const hk_ctx_t*)devCtx;
   const ncclProfilerDevEvent_t* const ev = &evc;
-  const hk_ctx_t* HK_RESTRICT const cx = &cxc;
+  hk_u8* const blk = (hk_u8*)devCtx; /* this communicator's context block */
   hk_derived_t dv = {0, 0};
-  hk_pair(cx, ev, &dv);
-  hk_hook_where(cx, ev, &dv); /* "where" */
+  hk_pair(blk, ev, &dv);
+  hk_hook_where(blk, ev, &dv); /* "where" */
 }
 
 /* The entry's absolute address, for the GPU backend to read (a function pointer:
