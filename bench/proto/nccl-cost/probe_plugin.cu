@@ -8,6 +8,11 @@
 //   load1    one load of the context, cold (device memory; the value is compared)
 //   load2    two dependent loads (a pointer in the context, then what it points at)
 //   red1     one fire-and-forget reduction to the context
+//   pair     the latency hook's pairing alone: START stores {tag, timestamp} at an entry of
+//            the context, STOP loads it through the L1 and adds the duration with a reduction
+//   pairpf   pair, and START prefetches the entry's line into the L1
+//   paircg   pair, and STOP's load goes to the L2 (ld.cg)
+//   pairnold pair without STOP's load (STOP adds its own timestamp): what the load costs
 // Built by nvcc -rdc into a shared library (run.sh), as NCCL builds its kernels.
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -47,6 +52,23 @@ __device__ __forceinline__ u32 wide(u32 s) {
   return x;
 }
 
+template <int MODE> // 0: ld.ca, 1: prefetch at START, 2: ld.cg, 3: no load
+__device__ __forceinline__ void pair(const ncclProfilerDevEvent_t* ev, void* ctx) {
+  const u64 wc = ev->workCounter, ts = ev->timestamp;
+  u64* e = (u64*)ctx + 64 + 2 * (((u64)ev->channelId % 64) * 64 + wc % 64);
+  const u64 tag = ((u64)ev->channelId << 48) | (wc + 1);
+  if (ev->phase == 0) {
+    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" : : "l"(e), "l"(tag), "l"(ts) : "memory");
+    if (MODE == 1) asm volatile("prefetch.global.L1 [%0];" : : "l"(e));
+    return;
+  }
+  u64 seen = tag, start = 0;
+  if (MODE == 0) asm volatile("ld.global.ca.v2.u64 {%0, %1}, [%2];" : "=l"(seen), "=l"(start) : "l"(e) : "memory");
+  if (MODE == 1) asm volatile("ld.global.ca.v2.u64 {%0, %1}, [%2];" : "=l"(seen), "=l"(start) : "l"(e) : "memory");
+  if (MODE == 2) asm volatile("ld.global.cg.v2.u64 {%0, %1}, [%2];" : "=l"(seen), "=l"(start) : "l"(e) : "memory");
+  if (seen == tag)
+    asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" : : "l"((u64*)ctx + 16), "l"(ts - start) : "memory");
+}
 extern "C" {
 __device__ void probe_nop(const ncclProfilerDevEvent_t* ev, void* ctx) {}
 __device__ void probe_chain40(const ncclProfilerDevEvent_t* ev, void* ctx) { SINK(chain<40>((u32)ev->workCounter)); }
@@ -64,6 +86,10 @@ __device__ void probe_load2(const ncclProfilerDevEvent_t* ev, void* ctx) {
   asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   SINK((u32)v);
 }
+__device__ void probe_pair(const ncclProfilerDevEvent_t* ev, void* ctx) { pair<0>(ev, ctx); }
+__device__ void probe_pairpf(const ncclProfilerDevEvent_t* ev, void* ctx) { pair<1>(ev, ctx); }
+__device__ void probe_paircg(const ncclProfilerDevEvent_t* ev, void* ctx) { pair<2>(ev, ctx); }
+__device__ void probe_pairnold(const ncclProfilerDevEvent_t* ev, void* ctx) { pair<3>(ev, ctx); }
 __device__ void probe_red1(const ncclProfilerDevEvent_t* ev, void* ctx) {
   asm volatile("red.relaxed.gpu.global.add.u64 [%0], 1;" : : "l"((u64*)ctx + 16 + (ev->phase & 1)) : "memory");
 }
@@ -79,6 +105,10 @@ PTR(probe_wide80)
 PTR(probe_load1)
 PTR(probe_load2)
 PTR(probe_red1)
+PTR(probe_pair)
+PTR(probe_pairpf)
+PTR(probe_paircg)
+PTR(probe_pairnold)
 
 static ncclResult_t pinit(void** context, uint64_t, int* mask, const char*, int, int, int, ncclDebugLogger_t) {
   *context = (void*)1;
@@ -98,13 +128,15 @@ static ncclResult_t pgetDeviceHook(int cudaDev, void** hook, void** ctx) {
 #define PICK(name) \
   if (strcmp(v, #name) == 0) e = cudaMemcpyFromSymbol(&h, probe_##name##_ptr, sizeof h);
   PICK(nop) PICK(chain40) PICK(wide40) PICK(chain80) PICK(wide80) PICK(load1) PICK(load2) PICK(red1)
+  PICK(pair) PICK(pairpf) PICK(paircg) PICK(pairnold)
   if (e != cudaSuccess || h == NULL) {
     fprintf(stderr, "probe: no hook %s: %s\n", v, cudaGetErrorString(e));
     return ncclSuccess;  // no hook
   }
   u64* c = NULL;
-  if (cudaMalloc(&c, 4096) != cudaSuccess || cudaMemset(c, 0, 4096) != cudaSuccess) return ncclSuccess;
-  u64 self = (u64)(c + 64);  // load2 follows ctx[0] to ctx + 512 bytes
+  const size_t bytes = 512 + 64 * 64 * 16;  // the pointer, the loads' words, then the pairing table
+  if (cudaMalloc(&c, bytes) != cudaSuccess || cudaMemset(c, 0, bytes) != cudaSuccess) return ncclSuccess;
+  u64 self = (u64)(c + 32);  // load2 follows ctx[0] to ctx + 256 bytes
   cudaMemcpy(c, &self, sizeof self, cudaMemcpyHostToDevice);
   cudaDeviceSynchronize();
   *hook = (void*)h;

@@ -11,7 +11,7 @@ NCCL=${NCCL_DIR:?NCCL_DIR=a scripts/build-nccl.sh output}
 W=${WORK:-/tmp/nccl-cost}
 OUT=${OUT:-$ROOT/out/nccl-cost}
 ROUNDS=${ROUNDS:-6}
-read -ra PROBES <<< "${PROBES:-nop chain40 wide40 chain80 wide80 load1 load2 red1}"
+read -ra PROBES <<< "${PROBES:-nop chain40 wide40 chain80 wide80 load1 load2 red1 pair pairpf paircg pairnold}"
 mkdir -p "$W" "$OUT"
 nvcc -arch=sm_90 -I"$ROOT/internal/abi" -rdc=true -shared -Xcompiler -fPIC -Xptxas -v -o "$W/libprobe.so" probe_plugin.cu \
   2> "$W/ptxas.log" || { cat "$W/ptxas.log"; exit 1; }
