@@ -43,6 +43,7 @@ func Generate(p *config.Profile) (*Module, error) {
 	}
 	g := &generator{m: m, funcSets: funcSets, fns: hookFuncs(m.Hooks), at: newSourcePositions(p)}
 	m.layoutBlock(g.usesPairing())
+	m.layoutArena()
 	if err := g.source(); err != nil {
 		return nil, err
 	}

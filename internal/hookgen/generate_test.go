@@ -105,20 +105,46 @@ func TestEncodeCtx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := m.EncodeCtx(hookgen.CtxAddrs{Device: 3, Comm: 5, Ctl: 0xa0,
-		Slots: []uintptr{0x1000, 0x2000}, Holes: []uintptr{0x3000, 0x4000}})
-	if len(b) != m.CtxBytes() || len(b) != 8+2*16+8 {
-		t.Fatalf("ctx is %d bytes, want %d", len(b), 8+2*16+8)
+	b := m.EncodeCtx(hookgen.CtxAddrs{Device: 3, Comm: 5, Slots: []uintptr{0x1000, 0x2000}, Holes: []uintptr{0x3000, 0x4000}})
+	if len(b) != m.CtxBytes() || len(b) != 2*16+8 {
+		t.Fatalf("ctx is %d bytes, want %d", len(b), 2*16+8)
 	}
 	le := binary.LittleEndian
-	want := []uint64{0xa0, 0x1000, 0x3000, 0x2000, 0x4000}
+	want := []uint64{0x1000, 0x3000, 0x2000, 0x4000}
 	for i, w := range want {
 		if got := le.Uint64(b[8*i:]); got != w {
 			t.Fatalf("ctx word %d = %#x, want %#x (bytes %x)", i, got, w, b)
 		}
 	}
-	if le.Uint32(b[40:]) != 3 || le.Uint32(b[44:]) != 5 {
-		t.Fatalf("ctx device %d comm %d, want 3 and 5", le.Uint32(b[40:]), le.Uint32(b[44:]))
+	if le.Uint32(b[32:]) != 3 || le.Uint32(b[36:]) != 5 {
+		t.Fatalf("ctx device %d comm %d, want 3 and 5", le.Uint32(b[32:]), le.Uint32(b[36:]))
+	}
+}
+
+// A recording profile's arena is a power of two that holds the control
+// words and at least MinArenaComms blocks, and the source masks devCtx to
+// it; a profile that records nothing needs no such bound.
+func TestArenaLayout(t *testing.T) {
+	m, err := hookgen.Generate(richProfile(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := m.Arena
+	if !a.Bound || a.Bytes&(a.Bytes-1) != 0 || a.Bytes < 2<<20 || a.CtlBytes < 8*m.CtlWords() || a.CtlBytes%128 != 0 ||
+		m.ArenaComms() < hookgen.MinArenaComms || a.Bytes/2 >= a.CtlBytes+hookgen.MinArenaComms*m.Block.Bytes && a.Bytes > 2<<20 {
+		t.Fatalf("arena %+v for blocks of %d bytes (%d fit)", a, m.Block.Bytes, m.ArenaComms())
+	}
+	if !strings.Contains(m.Source, fmt.Sprintf("#define HK_ARENA_BYTES %dULL\n", a.Bytes)) ||
+		!strings.Contains(m.Source, "#define HK_CTL(blk) ((hk_u64*)((hk_u64)(blk) & ~(HK_ARENA_BYTES - 1ULL)))") {
+		t.Error("the source does not mask devCtx to the arena for the control words")
+	}
+	h := hooktest.Hook("agg")
+	h.Aggregates = []*config.Aggregate{{Name: "n", Kind: config.AggCount, By: []string{"funcId"}}}
+	if m, err = hookgen.Generate(hooktest.Profile(h)); err != nil {
+		t.Fatal(err)
+	}
+	if m.Arena.Bound || m.Arena.Bytes != 2<<20 || strings.Contains(m.Source, "HK_CTL") {
+		t.Errorf("an aggregate-only profile: arena %+v, HK_CTL in the source: %v", m.Arena, strings.Contains(m.Source, "HK_CTL"))
 	}
 }
 

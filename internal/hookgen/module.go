@@ -35,6 +35,7 @@ type Module struct {
 	// Block.AggWords of them, without that key; AddAgg adds them up.
 	AggWords int
 	Block    BlockLayout // one communicator's context block: devCtx points at it
+	Arena    ArenaLayout // the device's control words and context blocks
 	Lines    []LineSpan  // generated line ranges traced back to the profile
 	// prelude is the byte range of Source that holds the prelude (the
 	// intrinsics, hk_div, the atomics), the same for every profile.
@@ -73,30 +74,67 @@ type HookInfo struct {
 type CtxAddrs struct {
 	Device       int
 	Comm         int       // the communicator's index on the device (the comm intrinsic)
-	Ctl          uintptr   // the device's control words (CtlWords)
 	Slots, Holes []uintptr // per hook, as the hook sees them (device addresses on the GPU)
 }
 
-// CtxBytes is the byte size of hk_ctx_t, the block's header: the control
-// words' address, two pointers per hook, the device ordinal and the
-// communicator index.
-func (m *Module) CtxBytes() int { return 8 + 16*len(m.Hooks) + 8 }
+// CtxBytes is the byte size of hk_ctx_t, the block's header: two pointers
+// per hook, the device ordinal and the communicator index.
+func (m *Module) CtxBytes() int { return 16*len(m.Hooks) + 8 }
 
 // EncodeCtx returns the bytes of hk_ctx_t (little-endian, 64-bit pointers).
 func (m *Module) EncodeCtx(a CtxAddrs) []byte {
 	b := make([]byte, m.CtxBytes())
-	binary.LittleEndian.PutUint64(b, uint64(a.Ctl))
 	for h := range m.Hooks {
 		if h < len(a.Slots) {
-			binary.LittleEndian.PutUint64(b[8+16*h:], uint64(a.Slots[h]))
+			binary.LittleEndian.PutUint64(b[16*h:], uint64(a.Slots[h]))
 		}
 		if h < len(a.Holes) {
-			binary.LittleEndian.PutUint64(b[8+16*h+8:], uint64(a.Holes[h]))
+			binary.LittleEndian.PutUint64(b[16*h+8:], uint64(a.Holes[h]))
 		}
 	}
-	binary.LittleEndian.PutUint32(b[8+16*len(m.Hooks):], uint32(a.Device))
-	binary.LittleEndian.PutUint32(b[8+16*len(m.Hooks)+4:], uint32(a.Comm))
+	binary.LittleEndian.PutUint32(b[16*len(m.Hooks):], uint32(a.Device))
+	binary.LittleEndian.PutUint32(b[16*len(m.Hooks)+4:], uint32(a.Comm))
 	return b
+}
+
+// ArenaLayout is the device's arena (docs/ARCHITECTURE.md "The context
+// block"): Bytes of memory aligned to Bytes, a power of two, that opens with
+// the control words (CtlBytes, a cache line or more) and holds context blocks
+// after them. A record hook finds the control words by masking devCtx to the
+// arena's alignment, with no load; so when Bound (the profile records), every
+// block must lie in the arena, and it has room for at least MinArenaComms.
+// Otherwise a block that does not fit may lie anywhere.
+type ArenaLayout struct {
+	Bytes    int
+	CtlBytes int
+	Bound    bool
+}
+
+// ArenaComms is how many context blocks the arena holds.
+func (m *Module) ArenaComms() int { return (m.Arena.Bytes - m.Arena.CtlBytes) / m.Block.Bytes }
+
+// MinArenaComms is the least number of communicators per device whose
+// context blocks the arena of a recording profile holds.
+const MinArenaComms = 64
+
+// minArena is the least arena: one 2 MiB page of GPU memory, which holds the
+// control words and every block of most profiles.
+const minArena = 2 << 20
+
+func (m *Module) layoutArena() {
+	a := &m.Arena
+	a.CtlBytes = alignUp(8*m.CtlWords(), blockAlign)
+	for _, h := range m.Hooks {
+		a.Bound = a.Bound || len(h.Layout.Fields) > 0
+	}
+	need := a.CtlBytes + m.Block.Bytes
+	if a.Bound {
+		need = a.CtlBytes + MinArenaComms*m.Block.Bytes
+	}
+	a.Bytes = minArena
+	for a.Bytes < need {
+		a.Bytes *= 2
+	}
 }
 
 // BlockLayout places the parts of a communicator's context block, which

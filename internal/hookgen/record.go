@@ -19,10 +19,11 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 		w.printf("  /* record: %d fields, %d bytes in %d chunks; %d slots, %s */\n  {\n",
 			len(l.Fields), l.Bytes, l.Chunks, info.Slots, comment(string(info.Overflow)))
 		dropNewest := info.Overflow == config.DropNewest
+		w.printf("    hk_u64* const ctl = HK_CTL(blk);\n")
 		if dropNewest {
-			w.printf("    const hk_u64 limit = hk_load64(&cx->ctl[%d]);\n", H+info.Index)
+			w.printf("    const hk_u64 limit = hk_load64(&ctl[%d]);\n", H+info.Index)
 		}
-		w.printf("    const hk_u64 pos = hk_fetch_inc(&cx->ctl[%d]);\n", info.Index)
+		w.printf("    const hk_u64 pos = hk_fetch_inc(&ctl[%d]);\n", info.Index)
 		mask := fmt.Sprintf("%dULL", info.Slots-1)
 		if dropNewest {
 			w.printf("    if (pos >= limit) { /* buffer full: leave a hole stamp, no record */\n")

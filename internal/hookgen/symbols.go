@@ -33,12 +33,11 @@ func (g *generator) symbols() {
 	w.printf("   never by symbol: called from NCCL's kernel (another module), a function cannot\n")
 	w.printf("   address its own module's globals, which the GPU resolves through the running\n")
 	w.printf("   kernel's module. */\n")
-	w.printf("typedef struct {\n  hk_u64* ctl; /* ctl[h]: positions reserved by hook h; ctl[%d+h]: its limit (drop_newest) */\n", H)
+	w.printf("typedef struct {\n")
 	w.printf("  hk_hookbuf_t hook[%d];\n  hk_u32 device;\n  hk_u32 comm; /* the communicator's index on this device */\n} hk_ctx_t;\n\n", H)
 	w.printf("/* devCtx points at the communicator's context block, which the host allocates and fills\n")
 	w.printf("   before the hook is handed out: the header, then each part at a constant offset, so\n")
-	w.printf("   that the hook computes their addresses from devCtx without loading one. The control\n")
-	w.printf("   words are the device's, shared by its communicators; the host allocates them too. */\n")
+	w.printf("   that the hook computes their addresses from devCtx without loading one. */\n")
 	if b.FuncSets > 0 {
 		w.printf("#define HK_BLOCK_FUNCSETS %d /* %d function-id sets of %d words, filled by the host */\n", b.FuncSets, len(m.FuncSets), FuncSetWords)
 		for _, fs := range m.FuncSets {
@@ -53,6 +52,13 @@ func (g *generator) symbols() {
 		w.printf("#define HK_AGG(blk) ((hk_u64*)((blk) + HK_BLOCK_AGG))\n")
 	}
 	w.printf("#define HK_BLOCK_BYTES %d\n", b.Bytes)
+	if m.Arena.Bound {
+		w.printf("/* The device's arena, aligned to its size, opens with the control words, which every\n")
+		w.printf("   communicator shares (ctl[h]: positions reserved by hook h; ctl[%d+h]: its limit,\n", H)
+		w.printf("   drop_newest), and holds every context block: the control words are devCtx masked. */\n")
+		w.printf("#define HK_ARENA_BYTES %dULL\n", m.Arena.Bytes)
+		w.printf("#define HK_CTL(blk) ((hk_u64*)((hk_u64)(blk) & ~(HK_ARENA_BYTES - 1ULL)))\n")
+	}
 	if b.FuncSets > 0 {
 		w.printf("HK_FN int hk_in_funcset(const hk_u8* blk, int set, hk_u32 id) {\n")
 		w.printf("  const hk_u32* sets = (const hk_u32*)(blk + HK_BLOCK_FUNCSETS);\n")

@@ -29,7 +29,8 @@ type device struct {
 	m       *hookgen.Module
 	ordinal int
 	mod     C.hk_cpu_module
-	ctl     unsafe.Pointer   // the control words, Module.CtlWords uint64
+	arena   unsafe.Pointer   // Module.Arena: the control words, then context blocks
+	ctl     unsafe.Pointer   // the control words, Module.CtlWords uint64: the arena's first
 	slots   []unsafe.Pointer // per hook, N*SlotWords uint64
 	holes   []unsafe.Pointer // per hook, N uint32
 	close   sync.Once
@@ -37,6 +38,7 @@ type device struct {
 	ctxAddrs hookgen.CtxAddrs // what a block's header holds, but for its comm
 	blockMu  sync.Mutex
 	blocks   []unsafe.Pointer // the context block of communicator i (Module.Block)
+	extra    []unsafe.Pointer // blocks beyond the arena, allocated apart (a profile that records nothing)
 	funcSets [][]uint32       // written into every block, also those made later
 	aggCells []uint64         // one block's cells, read by ReadAgg
 }
@@ -44,9 +46,12 @@ type device struct {
 var errClosed = errors.New("cpu backend: device is closed")
 
 func (d *device) allocate() error {
-	if d.ctl = C.calloc(C.size_t(d.m.CtlWords()), 8); d.ctl == nil {
-		return fmt.Errorf("cpu backend: device %d: out of memory for the control words", d.ordinal)
+	a := d.m.Arena
+	if d.arena = C.aligned_alloc(C.size_t(a.Bytes), C.size_t(a.Bytes)); d.arena == nil {
+		return fmt.Errorf("cpu backend: device %d: out of memory for the control words and context blocks (%d bytes)", d.ordinal, a.Bytes)
 	}
+	C.memset(d.arena, 0, C.size_t(a.Bytes))
+	d.ctl = d.arena
 	var slotAddrs, holeAddrs []uintptr
 	for _, h := range d.m.Hooks {
 		// An aggregate-only hook has no record words; keep one so that
@@ -64,7 +69,6 @@ func (d *device) allocate() error {
 	}
 	d.ctxAddrs = hookgen.CtxAddrs{
 		Device: d.ordinal,
-		Ctl:    uintptr(d.ctl),
 		Slots:  slotAddrs,
 		Holes:  holeAddrs,
 	}
@@ -97,7 +101,9 @@ func (d *device) Ctx() uintptr {
 }
 
 // CommCtx returns the context block of communicator comm, making the blocks
-// up to it: zeroed C memory with the header and the function-id sets written.
+// up to it: zeroed C memory with the header and the function-id sets written,
+// in the arena while it has room (a recording profile's must be: its hooks
+// find the control words by masking devCtx).
 func (d *device) CommCtx(comm int) (uintptr, error) {
 	if comm < 0 {
 		return 0, fmt.Errorf("cpu backend: communicator index %d", comm)
@@ -111,9 +117,17 @@ func (d *device) CommCtx(comm int) (uintptr, error) {
 		a := d.ctxAddrs
 		a.Comm = len(d.blocks)
 		hdr := d.m.EncodeCtx(a)
-		p := C.calloc(C.size_t(d.m.Block.Bytes), 1)
-		if p == nil {
-			return 0, fmt.Errorf("cpu backend: out of memory for the context block of communicator %d (%d bytes)", a.Comm, d.m.Block.Bytes)
+		var p unsafe.Pointer
+		switch n := len(d.blocks); {
+		case n < d.m.ArenaComms():
+			p = unsafe.Add(d.arena, d.m.Arena.CtlBytes+n*d.m.Block.Bytes) // zeroed with the arena
+		case d.m.Arena.Bound:
+			return 0, fmt.Errorf("cpu backend: the device's arena holds the context blocks of %d communicators, and profile %q records: its hooks find the control words through the arena", n, d.m.Profile.Name)
+		default:
+			if p = C.calloc(C.size_t(d.m.Block.Bytes), 1); p == nil {
+				return 0, fmt.Errorf("cpu backend: out of memory for the context block of communicator %d (%d bytes)", a.Comm, d.m.Block.Bytes)
+			}
+			d.extra = append(d.extra, p)
 		}
 		C.memcpy(p, unsafe.Pointer(&hdr[0]), C.size_t(len(hdr)))
 		d.storeFuncSets(p)
@@ -245,7 +259,6 @@ func (d *device) Clock() (hostUnixNs, deviceNs uint64, err error) {
 func (d *device) Close() error {
 	d.close.Do(func() {
 		C.hk_cpu_close(&d.mod)
-		C.free(d.ctl)
 		for _, p := range d.slots {
 			C.free(p)
 		}
@@ -253,10 +266,11 @@ func (d *device) Close() error {
 			C.free(p)
 		}
 		d.blockMu.Lock()
-		for _, p := range d.blocks {
+		for _, p := range d.extra {
 			C.free(p)
 		}
-		d.blocks = nil
+		C.free(d.arena)
+		d.blocks, d.extra, d.arena, d.ctl = nil, nil, nil, nil
 		d.blockMu.Unlock()
 		d.slots, d.holes = nil, nil
 	})

@@ -1,11 +1,13 @@
 package cpu_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/ncclhooks/ncclhooks/internal/backend/cpu/internal/cdrive"
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen/hooktest"
 )
 
@@ -162,5 +164,34 @@ func TestDurationPairingKeepsCommunicatorsApart(t *testing.T) {
 		if got := unsigned(record(t, d, m.Hooks[0], uint64(pos))); got[0] != w[0] || got[1] != w[1] || got[2] != w[2] {
 			t.Fatalf("STOP %d: comm, duration, paired = %v, want %v", pos, got, w)
 		}
+	}
+}
+
+// Every communicator of a recording profile records through the one set of
+// control words, which its hooks find by masking devCtx to the arena: the
+// positions of all communicators are one sequence. Past the arena's room a
+// communicator gets no context block rather than one the mask would miss.
+func TestCommunicatorsShareTheControlWords(t *testing.T) {
+	h := hooktest.Hook("all", "comm", "workCounter")
+	h.Buffer.Slots = 1024
+	m, d := load(t, hooktest.Profile(h), 0)
+	n := m.ArenaComms()
+	if n < hookgen.MinArenaComms {
+		t.Fatalf("the arena holds %d blocks, want at least %d", n, hookgen.MinArenaComms)
+	}
+	for comm := range 3 {
+		ctx, err := d.CommCtx(comm * (n - 1) / 2) // the first, one in the middle and the last
+		if err != nil {
+			t.Fatal(err)
+		}
+		cdrive.Call(d.Entry(), ctx, cdrive.Event{WorkCounter: uint64(10 + comm), Phase: cdrive.Start})
+	}
+	for pos, want := range [][]uint64{{0, 10}, {uint64((n - 1) / 2), 11}, {uint64(n - 1), 12}} {
+		if got := unsigned(record(t, d, m.Hooks[0], uint64(pos))); got[0] != want[0] || got[1] != want[1] {
+			t.Errorf("position %d: comm, workCounter = %v, want %v", pos, got, want)
+		}
+	}
+	if _, err := d.CommCtx(n); err == nil || !strings.Contains(err.Error(), "arena") {
+		t.Errorf("communicator %d past the arena's %d: %v, want an error naming the arena", n, n, err)
 	}
 }

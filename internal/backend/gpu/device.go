@@ -34,14 +34,13 @@ type Device struct {
 	funcSets []byte   // the function-id sets' bytes, written into every block, also those made later
 	aggCells []byte   // one block's cells, read by ReadAgg
 
-	// The arena is one device allocation that holds the control words and
-	// then as many context blocks as fit (arenaUsed bytes so far); a block
-	// that does not fit gets an allocation of its own (extra).
-	arena      uint64
-	arenaBytes int
-	arenaUsed  int
-	extra      []uint64
-	ctl        uint64 // the control words: the arena's first bytes
+	// The arena (Module.Arena) holds the control words and then as many
+	// context blocks as fit; a block that does not fit gets an allocation of
+	// its own (extra), where the profile records nothing. arenaAlloc is the
+	// allocation the arena was aligned in.
+	arena, arenaAlloc uint64
+	extra             []uint64
+	ctl               uint64 // the control words: the arena's first bytes
 
 	host  []unsafe.Pointer // host-mapped allocations, freed at Close
 	slots [][]uint64
@@ -117,32 +116,39 @@ func (d *Device) allocHookBuffers() (slotsDev, holesDev []uintptr, err error) {
 	return slotsDev, holesDev, nil
 }
 
-// arenaBytes is the least size of the arena: one 2 MiB page of device
-// memory. Inside NCCL every kernel's first touch of a page of the hook's
-// memory costs the hook about a load's round trip more (bench/RESULTS.md,
-// "What a hook pays inside NCCL"), so a record hook's header and the control
-// words it then reserves a position in are kept on one.
-const arenaBytes = 2 << 20
-
-// writeCtx allocates the arena (the control words, then communicator 0's
-// context block).
+// writeCtx allocates the arena (the control words, then the context blocks)
+// and makes communicator 0's block.
 func (d *Device) writeCtx(slotsDev, holesDev []uintptr) error {
-	m := d.c.mod
-	ctlBytes := (8*m.CtlWords() + 127) &^ 127
-	d.arenaBytes = max(arenaBytes, ctlBytes+m.Block.Bytes)
-	var err error
-	if d.arena, err = d.d.Alloc(d.arenaBytes); err != nil {
-		return fmt.Errorf("gpu backend: the control words and context blocks (%d bytes): %w", d.arenaBytes, err)
+	if err := d.allocArena(); err != nil {
+		return err
 	}
-	d.ctl, d.arenaUsed = d.arena, ctlBytes
 	d.ctxAddrs = hookgen.CtxAddrs{
 		Device: d.d.Ordinal(),
-		Ctl:    uintptr(d.ctl),
 		Slots:  slotsDev,
 		Holes:  holesDev,
 	}
-	_, err = d.CommCtx(0)
+	_, err := d.CommCtx(0)
 	return err
+}
+
+// allocArena allocates the arena, zeroed, aligned to its size: a record hook
+// finds the control words by masking devCtx. The driver aligns an
+// allocation of 2 MiB or more to 2 MiB; one that comes back less aligned
+// than the arena needs is made again twice as large, and the arena aligned in it.
+func (d *Device) allocArena() error {
+	n := d.c.mod.Arena.Bytes
+	p, err := d.d.Alloc(n)
+	if err == nil && p%uint64(n) != 0 {
+		d.d.Free(p)
+		p, err = d.d.Alloc(2 * n)
+	}
+	if err != nil {
+		return fmt.Errorf("gpu backend: the control words and context blocks (%d bytes): %w", n, err)
+	}
+	d.arenaAlloc = p
+	d.arena = (p + uint64(n) - 1) &^ uint64(n-1)
+	d.ctl = d.arena
+	return nil
 }
 
 // loadClock loads the clock kernel and its host-mapped output word.
@@ -190,7 +196,9 @@ func (d *Device) Ctx() uintptr {
 // CommCtx returns the devCtx of communicator comm, its context block, making
 // the blocks up to it: zeroed device memory with the header and the
 // function-id sets written, all waited for before the address is returned
-// (NCCL may launch with it at once).
+// (NCCL may launch with it at once). Blocks lie in the arena while it has
+// room; a recording profile's must (its hooks find the control words by
+// masking devCtx), so past that a communicator gets no block.
 func (d *Device) CommCtx(comm int) (uintptr, error) {
 	if comm < 0 {
 		return 0, fmt.Errorf("gpu backend: communicator index %d", comm)
@@ -214,15 +222,19 @@ func (d *Device) newBlock(comm int) (uint64, error) {
 	b := d.c.mod.Block
 	a := d.ctxAddrs
 	a.Comm = comm
+	m := d.c.mod
 	var p uint64
-	own := d.arenaUsed+b.Bytes > d.arenaBytes
-	if own {
+	own := comm >= m.ArenaComms()
+	switch {
+	case !own: // zeroed with the arena
+		p = d.arena + uint64(m.Arena.CtlBytes+comm*b.Bytes)
+	case m.Arena.Bound:
+		return 0, fmt.Errorf("gpu backend: the device's arena holds the context blocks of %d communicators, and profile %q records: its hooks find the control words through the arena", comm, m.Profile.Name)
+	default:
 		var err error
 		if p, err = d.d.Alloc(b.Bytes); err != nil {
 			return 0, fmt.Errorf("gpu backend: context block of communicator %d (%d bytes): %w", comm, b.Bytes, err)
 		}
-	} else { // zeroed with the arena
-		p = d.arena + uint64(d.arenaUsed)
 	}
 	err := d.d.CopyHtoD(p, d.c.mod.EncodeCtx(a), d.stream)
 	if err == nil && len(d.funcSets) > 0 {
@@ -239,8 +251,6 @@ func (d *Device) newBlock(comm int) (uint64, error) {
 	}
 	if own {
 		d.extra = append(d.extra, p)
-	} else {
-		d.arenaUsed += b.Bytes
 	}
 	return p, nil
 }
@@ -395,12 +405,12 @@ func (d *Device) Close() error {
 		errs = append(errs, d.d.FreeHost(p))
 	}
 	d.blockMu.Lock()
-	for _, p := range append(d.extra, d.arena) {
+	for _, p := range append(d.extra, d.arenaAlloc) {
 		if p != 0 {
 			errs = append(errs, d.d.Free(p))
 		}
 	}
-	d.blocks, d.extra, d.arena = nil, nil, 0
+	d.blocks, d.extra, d.arena, d.arenaAlloc = nil, nil, 0, 0
 	d.blockMu.Unlock()
 	d.host, d.slots, d.holes = nil, nil, nil
 	if d.stream != nil {

@@ -188,19 +188,21 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 	le := binary.LittleEndian
 	// The control words open the arena, and communicator 0's block follows
 	// them in it: one page for a record hook's header and head.
-	if got := le.Uint64(ctx); got != d.ctl || uint64(d.Ctx()) != d.ctl+128 || d.ctl != d.arena {
-		t.Errorf("header word 0 = %#x, control words at %#x, block at %#x, arena at %#x", got, d.ctl, d.Ctx(), d.arena)
+	// what the record hooks compute: devCtx masked to the arena's alignment.
+	A := uint64(m.Arena.Bytes)
+	if d.ctl != d.arena || d.arena%A != 0 || uint64(d.Ctx())&^(A-1) != d.ctl || uint64(d.Ctx()) != d.ctl+uint64(m.Arena.CtlBytes) {
+		t.Errorf("control words at %#x, block at %#x, arena at %#x of %d bytes", d.ctl, d.Ctx(), d.arena, A)
 	}
-	if dev, comm := le.Uint32(ctx[8+16*H:]), le.Uint32(ctx[8+16*H+4:]); dev != 3 || comm != 0 {
+	if dev, comm := le.Uint32(ctx[16*H:]), le.Uint32(ctx[16*H+4:]); dev != 3 || comm != 0 {
 		t.Errorf("ctx device %d comm %d, want 3 and 0", dev, comm)
 	}
 	for h, info := range m.Hooks {
 		words := info.Slots * info.Layout.SlotWords()
-		slots, err := fd.at(le.Uint64(ctx[8+16*h:]), 8*max(words, 1))
+		slots, err := fd.at(le.Uint64(ctx[16*h:]), 8*max(words, 1))
 		if err != nil {
 			t.Fatalf("hook %s slots: %v", info.Name, err)
 		}
-		holes, err := fd.at(le.Uint64(ctx[8+16*h+8:]), 4*info.Slots)
+		holes, err := fd.at(le.Uint64(ctx[16*h+8:]), 4*info.Slots)
 		if err != nil {
 			t.Fatalf("hook %s holes: %v", info.Name, err)
 		}
@@ -247,7 +249,7 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := block(p)
-		if le.Uint32(b[8+16*H+4:]) != uint32(comm) || string(b[:8+16*H]) != string(ctx[:8+16*H]) {
+		if le.Uint32(b[16*H+4:]) != uint32(comm) || string(b[:16*H]) != string(ctx[:16*H]) || uint64(p)&^(A-1) != d.ctl {
 			t.Errorf("communicator %d: header % x", comm, b[:m.CtxBytes()])
 		}
 	}
@@ -290,7 +292,7 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 		for _, pos := range []uint64{0, 1, uint64(info.Slots) - 1, uint64(info.Slots) + 2, 1<<32 + 5} {
 			payload := make([]byte, 4*l.Chunks)
 			r.Read(payload[:l.Bytes])
-			slot := le.Uint64(ctx[8+16*h:]) + 8*(pos&uint64(info.Slots-1))*uint64(l.Chunks)
+			slot := le.Uint64(ctx[16*h:]) + 8*(pos&uint64(info.Slots-1))*uint64(l.Chunks)
 			stamp := uint64(uint32(pos+1)) << 32
 			chunk := func(s string) uint64 {
 				c, _ := strconv.Atoi(s)
@@ -332,57 +334,66 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 }
 
 // Context blocks are carved from the arena while they fit, each zeroed but
-// for its header; the rest get allocations of their own.
+// for its header. Past that, a profile that records nothing gets allocations
+// of its own; a recording profile's hooks find the control words by masking
+// devCtx, so its next communicator gets no block.
 func TestBlocksBeyondTheArena(t *testing.T) {
-	p, err := config.Parse("big.yaml", []byte(`version: 1
-name: big
-hooks:
-  - name: lat
-    when: phase == STOP && paired
-    aggregate: [{name: d, kind: histogram, value: duration, by: [funcId], buckets: log2}]
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := hookgen.Generate(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd := newFakeDriver(m)
-	d := &Device{c: &Compiled{mod: m}, d: fd}
-	if err := d.load(&archImages{hook: &cuda.Image{}, clock: &cuda.Image{}}); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	B := m.Block.Bytes
-	fit := (d.arenaBytes - 128) / B
-	if fit < 1 || fit > 8 {
-		t.Fatalf("%d blocks of %d bytes fit the %d-byte arena; the test wants a few", fit, B, d.arenaBytes)
-	}
-	for comm := 0; comm <= fit+1; comm++ {
-		p, err := d.CommCtx(comm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inArena := uint64(p) >= d.arena && uint64(p)+uint64(B) <= d.arena+uint64(d.arenaBytes)
-		if inArena != (comm < fit) || inArena && uint64(p) != d.arena+128+uint64(comm*B) {
-			t.Errorf("communicator %d: block at %#x, arena [%#x, +%d), %d fit", comm, p, d.arena, d.arenaBytes, fit)
-		}
-		b, err := fd.at(uint64(p), B)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if binary.LittleEndian.Uint32(b[8+16+4:]) != uint32(comm) || binary.LittleEndian.Uint64(b) != d.ctl {
-			t.Errorf("communicator %d: header % x", comm, b[:m.CtxBytes()])
-		}
-		for i, x := range b[m.CtxBytes():] {
-			if x != 0 {
-				t.Fatalf("communicator %d: block byte %d is %d, want zero", comm, m.CtxBytes()+i, x)
+	for _, tc := range []struct{ name, hook string }{
+		{"aggregates", "    aggregate: [{name: d, kind: histogram, value: duration, by: [funcId], buckets: log2}]"},
+		{"records", "    fields: [timestamp, duration]\n    buffer: {slots: 64}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := config.Parse("big.yaml", []byte("version: 1\nname: big\nhooks:\n  - name: lat\n    when: phase == STOP && paired\n"+tc.hook+"\n"))
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-	}
-	if len(d.extra) != 2 {
-		t.Errorf("%d blocks have allocations of their own, want 2", len(d.extra))
+			m, err := hookgen.Generate(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fd := newFakeDriver(m)
+			d := &Device{c: &Compiled{mod: m}, d: fd}
+			if err := d.load(&archImages{hook: &cuda.Image{}, clock: &cuda.Image{}}); err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			B, fit, A := m.Block.Bytes, m.ArenaComms(), uint64(m.Arena.Bytes)
+			if m.Arena.Bound && fit < hookgen.MinArenaComms || fit < 1 {
+				t.Fatalf("%d blocks of %d bytes fit the %d-byte arena", fit, B, A)
+			}
+			for comm := 0; comm <= fit+1; comm++ {
+				p, err := d.CommCtx(comm)
+				if comm >= fit && m.Arena.Bound {
+					if err == nil {
+						t.Fatalf("communicator %d of a recording profile got a block outside the arena (%d fit)", comm, fit)
+					}
+					t.Logf("communicator %d: %v", comm, err)
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				inArena := uint64(p)&^(A-1) == d.arena
+				if inArena != (comm < fit) || inArena && uint64(p) != d.arena+uint64(m.Arena.CtlBytes+comm*B) {
+					t.Errorf("communicator %d: block at %#x, arena at %#x of %d bytes, %d fit", comm, p, d.arena, A, fit)
+				}
+				b, err := fd.at(uint64(p), B)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if binary.LittleEndian.Uint32(b[16+4:]) != uint32(comm) {
+					t.Errorf("communicator %d: header % x", comm, b[:m.CtxBytes()])
+				}
+				for i, x := range b[m.CtxBytes():] {
+					if x != 0 {
+						t.Fatalf("communicator %d: block byte %d is %d, want zero", comm, m.CtxBytes()+i, x)
+					}
+				}
+			}
+			if len(d.extra) != 2 {
+				t.Errorf("%d blocks have allocations of their own, want 2", len(d.extra))
+			}
+		})
 	}
 }
 

@@ -443,7 +443,6 @@ typedef struct {
    address its own module's globals, which the GPU resolves through the running
    kernel's module. */
 typedef struct {
-  hk_u64* ctl; /* ctl[h]: positions reserved by hook h; ctl[1+h]: its limit (drop_newest) */
   hk_hookbuf_t hook[1];
   hk_u32 device;
   hk_u32 comm; /* the communicator's index on this device */
@@ -451,12 +450,16 @@ typedef struct {
 
 /* devCtx points at the communicator's context block, which the host allocates and fills
    before the hook is handed out: the header, then each part at a constant offset, so
-   that the hook computes their addresses from devCtx without loading one. The control
-   words are the device's, shared by its communicators; the host allocates them too. */
+   that the hook computes their addresses from devCtx without loading one. */
 #define HK_BLOCK_FUNCSETS 128 /* 1 function-id sets of 256 words, filled by the host */
 /*   set 0: hook "where", func startsWith "AllReduce" */
 #define HK_BLOCK_PAIRS 1152 /* the duration pairing table, 8192 words */
 #define HK_BLOCK_BYTES 66688
+/* The device's arena, aligned to its size, opens with the control words, which every
+   communicator shares (ctl[h]: positions reserved by hook h; ctl[1+h]: its limit,
+   drop_newest), and holds every context block: the control words are devCtx masked. */
+#define HK_ARENA_BYTES 8388608ULL
+#define HK_CTL(blk) ((hk_u64*)((hk_u64)(blk) & ~(HK_ARENA_BYTES - 1ULL)))
 HK_FN int hk_in_funcset(const hk_u8* blk, int set, hk_u32 id) {
   const hk_u32* sets = (const hk_u32*)(blk + HK_BLOCK_FUNCSETS);
   return id < 8192u && ((hk_load32_ro(&sets[set * 256 + (id >> 5)]) >> (id & 31u)) & 1u);
@@ -511,8 +514,9 @@ HK_FN void hk_hook_where(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_
   const double l_dur_us = hk_div(((double)((hk_i64)dv->duration)), ((double)(1000LL)));
   /* record: 7 fields, 28 bytes in 7 chunks; 16384 slots, drop_newest */
   {
-    const hk_u64 limit = hk_load64(&cx->ctl[1]);
-    const hk_u64 pos = hk_fetch_inc(&cx->ctl[0]);
+    hk_u64* const ctl = HK_CTL(blk);
+    const hk_u64 limit = hk_load64(&ctl[1]);
+    const hk_u64 pos = hk_fetch_inc(&ctl[0]);
     if (pos >= limit) { /* buffer full: leave a hole stamp, no record */
       hk_store32(&cx->hook[0].holes[pos & 16383ULL], (hk_u32)(pos + 1ULL));
     } else {

@@ -443,7 +443,6 @@ typedef struct {
    address its own module's globals, which the GPU resolves through the running
    kernel's module. */
 typedef struct {
-  hk_u64* ctl; /* ctl[h]: positions reserved by hook h; ctl[1+h]: its limit (drop_newest) */
   hk_hookbuf_t hook[1];
   hk_u32 device;
   hk_u32 comm; /* the communicator's index on this device */
@@ -451,9 +450,13 @@ typedef struct {
 
 /* devCtx points at the communicator's context block, which the host allocates and fills
    before the hook is handed out: the header, then each part at a constant offset, so
-   that the hook computes their addresses from devCtx without loading one. The control
-   words are the device's, shared by its communicators; the host allocates them too. */
+   that the hook computes their addresses from devCtx without loading one. */
 #define HK_BLOCK_BYTES 128
+/* The device's arena, aligned to its size, opens with the control words, which every
+   communicator shares (ctl[h]: positions reserved by hook h; ctl[1+h]: its limit,
+   drop_newest), and holds every context block: the control words are devCtx masked. */
+#define HK_ARENA_BYTES 2097152ULL
+#define HK_CTL(blk) ((hk_u64*)((hk_u64)(blk) & ~(HK_ARENA_BYTES - 1ULL)))
 
 /* Values derived from several events: duration and paired (at STOP). */
 typedef struct {
@@ -473,7 +476,8 @@ HK_FN void hk_hook_trace(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_
   const hk_ctx_t* HK_RESTRICT const cx = &cxc;
   /* record: 5 fields, 22 bytes in 6 chunks; 8192 slots, overwrite_oldest */
   {
-    const hk_u64 pos = hk_fetch_inc(&cx->ctl[0]);
+    hk_u64* const ctl = HK_CTL(blk);
+    const hk_u64 pos = hk_fetch_inc(&ctl[0]);
     {
       hk_u64* slot = cx->hook[0].slots + (pos & 8191ULL) * 6ULL;
       const hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;

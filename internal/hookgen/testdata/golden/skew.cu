@@ -443,7 +443,6 @@ typedef struct {
    address its own module's globals, which the GPU resolves through the running
    kernel's module. */
 typedef struct {
-  hk_u64* ctl; /* ctl[h]: positions reserved by hook h; ctl[1+h]: its limit (drop_newest) */
   hk_hookbuf_t hook[1];
   hk_u32 device;
   hk_u32 comm; /* the communicator's index on this device */
@@ -451,8 +450,7 @@ typedef struct {
 
 /* devCtx points at the communicator's context block, which the host allocates and fills
    before the hook is handed out: the header, then each part at a constant offset, so
-   that the hook computes their addresses from devCtx without loading one. The control
-   words are the device's, shared by its communicators; the host allocates them too. */
+   that the hook computes their addresses from devCtx without loading one. */
 #define HK_BLOCK_PAIRS 128 /* the duration pairing table, 8192 words */
 #define HK_BLOCK_AGG 65664 /* this communicator's aggregation cells, 399750 words */
 #define HK_AGG(blk) ((hk_u64*)((blk) + HK_BLOCK_AGG))
