@@ -2,6 +2,7 @@ package hookgen_test
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
@@ -102,5 +103,16 @@ func TestAddAggAddsTheCommunicatorsCells(t *testing.T) {
 	}
 	if r := row(2, config.MaxCommKeys); r[0] != 2 || r[1] != 205+305 {
 		t.Errorf("histogram overflow row (f 2) = %v, want 2 events, sum 510", r)
+	}
+}
+
+// A block's rows leave the comm key out, and AddAgg puts them back as the
+// fastest-varying key, as config orders the keys: the generator refuses
+// another order rather than add cells into the wrong rows.
+func TestCommKeyComesLast(t *testing.T) {
+	h := hooktest.Hook("h")
+	h.Aggregates = []*config.Aggregate{{Name: "n", Kind: config.AggCount, By: []string{"comm", "funcId"}}}
+	if _, err := hookgen.Generate(hooktest.Profile(h)); err == nil || !strings.Contains(err.Error(), "by comm must come last") {
+		t.Fatalf("by [comm, funcId]: %v, want an error", err)
 	}
 }

@@ -60,7 +60,11 @@ func (g *generator) aggregate(t *translator, h *config.Hook, a *config.Aggregate
 				}
 			case "comm":
 				// The block is the communicator's own: no key to compute
-				// (Module.AddAgg puts its rows in the communicator's).
+				// (Module.AddAgg puts its rows in the communicator's, the
+				// host's fastest-varying key).
+				if by != a.By[len(a.By)-1] {
+					return fmt.Errorf("%s: aggregate %q: by comm must come last", a.Pos, a.Name)
+				}
 				continue
 			default:
 				return fmt.Errorf("%s: aggregate %q: cannot key by %q; use funcId, channelId and/or comm", a.Pos, a.Name, by)
