@@ -126,6 +126,27 @@ func (m fakeModule) Global(name string) (uint64, uint64, error) {
 func (m fakeModule) Function(string) (function, error) { return "ncclhooks_clock", nil }
 func (m fakeModule) Unload() error                     { return nil }
 
+// loadOnFakeDriver generates the profile and loads it on a fake driver; the
+// device is closed when the test ends.
+func loadOnFakeDriver(t *testing.T, file, profile string) (*hookgen.Module, *fakeDriver, *Device) {
+	t.Helper()
+	p, err := config.Parse(file, []byte(profile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hookgen.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := newFakeDriver(m)
+	d := &Device{c: &Compiled{mod: m}, d: fd}
+	if err := d.load(&archImages{hook: &cuda.Image{}, clock: &cuda.Image{}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return m, fd, d
+}
+
 const layoutProfile = `version: 1
 name: layout
 hooks:
@@ -156,20 +177,7 @@ var storeRE = regexp.MustCompile(`hk_store64(x2)?\(slot \+ (\d+), stamp \| c(\d+
 // stores' operand order, as the prelude's PTX lays the operands out) reads
 // back through Slots as the payload it was made of.
 func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
-	p, err := config.Parse("layout.yaml", []byte(layoutProfile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := hookgen.Generate(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd := newFakeDriver(m)
-	d := &Device{c: &Compiled{mod: m}, d: fd}
-	if err := d.load(&archImages{hook: &cuda.Image{}, clock: &cuda.Image{}}); err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	m, fd, d := loadOnFakeDriver(t, "layout.yaml", layoutProfile)
 	H := len(m.Hooks)
 	if d.Entry() != 0x7f20_0000_1000 || d.Ctx() == 0 {
 		t.Fatalf("entry %#x ctx %#x", d.Entry(), d.Ctx())
@@ -343,20 +351,7 @@ func TestBlocksBeyondTheArena(t *testing.T) {
 		{"records", "    fields: [timestamp, duration]\n    buffer: {slots: 64}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := config.Parse("big.yaml", []byte("version: 1\nname: big\nhooks:\n  - name: lat\n    when: phase == STOP && paired\n"+tc.hook+"\n"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := hookgen.Generate(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fd := newFakeDriver(m)
-			d := &Device{c: &Compiled{mod: m}, d: fd}
-			if err := d.load(&archImages{hook: &cuda.Image{}, clock: &cuda.Image{}}); err != nil {
-				t.Fatal(err)
-			}
-			defer d.Close()
+			m, fd, d := loadOnFakeDriver(t, "big.yaml", "version: 1\nname: big\nhooks:\n  - name: lat\n    when: phase == STOP && paired\n"+tc.hook+"\n")
 			B, fit, A := m.Block.Bytes, m.ArenaComms(), uint64(m.Arena.Bytes)
 			if m.Arena.Bound && fit < hookgen.MinArenaComms || fit < 1 {
 				t.Fatalf("%d blocks of %d bytes fit the %d-byte arena", fit, B, A)
