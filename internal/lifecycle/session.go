@@ -430,8 +430,13 @@ func (s *Session) loadDevice(ord int) backend.Device {
 	for _, h := range s.module.Hooks {
 		bufs = append(bufs, fmt.Sprintf("%s: %d slots x %d B, %s", h.Name, h.Slots, 8*h.Layout.SlotWords(), h.Overflow))
 	}
-	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: device %d loaded in %v, hook %#x; buffers: %s", ord,
-		time.Since(start).Round(time.Microsecond), d.Entry(), strings.Join(bufs, "; ")))
+	m := s.module
+	room := fmt.Sprintf("%d in the arena", m.ArenaComms())
+	if m.Arena.Bound {
+		room = fmt.Sprintf("room for %d communicators", m.ArenaComms())
+	}
+	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: device %d loaded in %v, hook %#x; buffers: %s; context blocks of %d B per communicator, %s (%d MiB)", ord,
+		time.Since(start).Round(time.Microsecond), d.Entry(), strings.Join(bufs, "; "), m.Block.Bytes, room, m.Arena.Bytes>>20))
 	return d
 }
 
