@@ -75,8 +75,11 @@ func (g *generator) hook(info *HookInfo) error {
 	return w.span(h.Name, "hook", h.Pos, func() error {
 		w.printf("/* ======== hook %s (%s) ======== */\n", comment(fmt.Sprintf("%q", h.Name)), g.at.pos(h.Pos))
 		w.printf("HK_FN void %s(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {\n", g.fns[info.Index])
-		w.printf("  (void)blk;\n  (void)dv;\n")
 		header, early := needsHeader(h, used)
+		if !header && len(h.Aggregates) == 0 && !usesFuncSets(h) {
+			w.printf("  (void)blk;\n")
+		}
+		w.printf("  (void)dv;\n")
 		if header && early {
 			g.header()
 		}
@@ -161,6 +164,17 @@ func needsHeader(h *config.Hook, used map[string]bool) (header, early bool) {
 		}
 	}
 	return true, false
+}
+
+// usesFuncSets says whether a hook's expressions test function names, which
+// read the block's function-id sets.
+func usesFuncSets(h *config.Hook) bool {
+	for _, e := range hookExprs(h) {
+		if len(e.FuncPreds) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func earlyLetExprs(h *config.Hook) []*config.Expr {

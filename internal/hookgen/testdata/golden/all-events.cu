@@ -466,7 +466,6 @@ typedef struct {
 
 /* ======== hook "all" (all-events.yaml:10:5) ======== */
 HK_FN void hk_hook_all(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {
-  (void)blk;
   (void)dv;
   /* The block's header, read once here: read through the pointer, a field would be
      loaded again after every atomic or store below, and wait behind it. */

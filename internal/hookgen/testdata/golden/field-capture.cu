@@ -500,7 +500,6 @@ HK_FN void hk_pair(hk_u8* blk, const ncclProfilerDevEvent_t* ev, hk_derived_t* d
 
 /* ======== hook "where" (field-capture.yaml:7:5) ======== */
 HK_FN void hk_hook_where(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {
-  (void)blk;
   (void)dv;
   const hk_i64 iv_smid = (hk_i64)hk_smid(); /* read at the hook */
   const hk_i64 iv_clock = (hk_i64)hk_clock(); /* read at the hook */

@@ -466,7 +466,6 @@ typedef struct {
 
 /* ======== hook "trace" (sampled-trace.yaml:6:5) ======== */
 HK_FN void hk_hook_trace(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {
-  (void)blk;
   (void)dv;
   /* sample 1/16: keep work items with workCounter % 16 == 0 */
   if (ev->workCounter % 16ULL != 0ULL) return;

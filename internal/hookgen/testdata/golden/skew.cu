@@ -491,7 +491,6 @@ HK_FN void hk_pair(hk_u8* blk, const ncclProfilerDevEvent_t* ev, hk_derived_t* d
 
 /* ======== hook "skew" (skew.yaml:7:5) ======== */
 HK_FN void hk_hook_skew(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {
-  (void)blk;
   (void)dv;
   /* hook "skew" (skew.yaml:8:11): when phase == STOP && paired */
   if (!((((hk_i64)ev->phase) == (1LL)) && (dv->paired))) return;
