@@ -6,20 +6,17 @@ package hookgen
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
 )
 
-// aggInfo places an aggregate at offset of the host's cells and devOffset of
-// a block's, with config's geometry.
-func aggInfo(hook string, a *config.Aggregate, offset, devOffset int) *AggInfo {
-	byComm := false
-	for _, k := range a.By {
-		byComm = byComm || k == "comm"
-	}
+// aggInfo places an aggregate at offset of the host's cells, with config's
+// geometry (layoutBlock places it in a block's).
+func aggInfo(hook string, a *config.Aggregate, offset int) *AggInfo {
 	return &AggInfo{Hook: hook, Agg: a, Offset: offset, Keys: a.Keys(), RowWords: a.RowWords(), Overflow: len(a.By) > 0,
-		DevOffset: devOffset, ByComm: byComm}
+		ByComm: slices.Contains(a.By, "comm")}
 }
 
 func (g *generator) aggOf(a *config.Aggregate) *AggInfo {

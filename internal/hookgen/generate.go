@@ -26,7 +26,6 @@ func Generate(p *config.Profile) (*Module, error) {
 		m.Hooks = append(m.Hooks, info)
 	}
 	funcSets := map[ast.Node]int{}
-	devWords := 0
 	for _, h := range hooks {
 		for _, e := range hookExprs(h) {
 			for _, fp := range e.FuncPreds {
@@ -35,10 +34,9 @@ func Generate(p *config.Profile) (*Module, error) {
 			}
 		}
 		for _, a := range h.Aggregates {
-			info := aggInfo(h.Name, a, m.AggWords, devWords)
+			info := aggInfo(h.Name, a, m.AggWords)
 			m.Aggs = append(m.Aggs, info)
 			m.AggWords += info.Keys * info.RowWords
-			devWords += info.DevKeys() * info.RowWords
 		}
 	}
 	g := &generator{m: m, funcSets: funcSets, fns: hookFuncs(m.Hooks), at: newSourcePositions(p)}

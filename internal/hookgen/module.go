@@ -2,6 +2,7 @@ package hookgen
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
@@ -97,8 +98,8 @@ func (m *Module) EncodeCtx(a CtxAddrs) []byte {
 	return b
 }
 
-// ArenaLayout is the device's arena (docs/ARCHITECTURE.md "The context
-// block"): Bytes of memory aligned to Bytes, a power of two, that opens with
+// ArenaLayout is the device's arena (docs/ARCHITECTURE.md "Generated module
+// symbols and the context block"): Bytes of memory aligned to Bytes, a power of two, that opens with
 // the control words (CtlBytes, a cache line or more) and holds context blocks
 // after them. A record hook finds the control words by masking devCtx to the
 // arena's alignment, with no load; so when Bound (the profile records), every
@@ -112,6 +113,20 @@ type ArenaLayout struct {
 
 // ArenaComms is how many context blocks the arena holds.
 func (m *Module) ArenaComms() int { return (m.Arena.Bytes - m.Arena.CtlBytes) / m.Block.Bytes }
+
+// BlockOffset places communicator comm's context block: at byte offset off
+// of the arena while the arena has room (inArena); past it, in an allocation
+// of its own, unless the profile records (Arena.Bound), whose hooks find the
+// control words by masking devCtx: then comm gets no block (err).
+func (m *Module) BlockOffset(comm int) (off int, inArena bool, err error) {
+	switch n := m.ArenaComms(); {
+	case comm < n:
+		return m.Arena.CtlBytes + comm*m.Block.Bytes, true, nil
+	case m.Arena.Bound:
+		return 0, false, fmt.Errorf("the device's arena holds the context blocks of %d communicators, and profile %q records: its hooks find the control words through the arena (profile this communicator with fewer on the device, or with aggregates instead of records)", n, m.Profile.Name)
+	}
+	return 0, false, nil
+}
 
 // MinArenaComms is the least number of communicators per device whose
 // context blocks the arena of a recording profile holds.
@@ -138,7 +153,8 @@ func (m *Module) layoutArena() {
 }
 
 // BlockLayout places the parts of a communicator's context block, which
-// devCtx points at (docs/ARCHITECTURE.md "The context block"): byte offsets
+// devCtx points at (docs/ARCHITECTURE.md "Generated module symbols and the
+// context block"): byte offsets
 // from its start, each part at a multiple of blockAlign. The hot path reaches
 // every part but the header at a constant offset from devCtx, with no load
 // of an address first. A part a profile does not use has size 0.
@@ -156,7 +172,8 @@ const blockAlign = 128
 
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
 
-// layoutBlock places the parts of the block after the header.
+// layoutBlock places the parts of the block after the header, and each
+// aggregate's cells among the block's.
 func (m *Module) layoutBlock(pairing bool) {
 	b := &m.Block
 	off := alignUp(m.CtxBytes(), blockAlign)
@@ -169,6 +186,7 @@ func (m *Module) layoutBlock(pairing bool) {
 		off = alignUp(off+8*PairWords, blockAlign)
 	}
 	for _, a := range m.Aggs {
+		a.DevOffset = b.AggWords
 		b.AggWords += a.DevKeys() * a.RowWords
 	}
 	if b.AggWords > 0 {
@@ -236,6 +254,12 @@ type AggInfo struct {
 	ByComm bool
 }
 
+// FloatSum says whether the aggregate sums float64 values: its sum word
+// holds float64 bits, not int64.
+func (a *AggInfo) FloatSum() bool {
+	return a.Agg.Kind == config.AggSum && a.Agg.Value != nil && a.Agg.Value.Type.IsFloat()
+}
+
 // DevKeys is the number of rows of the aggregate in a context block: Keys
 // without the comm key, which the block itself stands for.
 func (a *AggInfo) DevKeys() int {
@@ -254,8 +278,7 @@ func (a *AggInfo) DevKeys() int {
 func (m *Module) AddAgg(dst []uint64, comm int, cells []uint64) {
 	ck := min(comm, config.MaxCommKeys)
 	for _, a := range m.Aggs {
-		kind, rw := a.Agg.Kind, a.RowWords
-		floatSum := kind == config.AggSum && a.Agg.Value != nil && a.Agg.Value.Type.IsFloat()
+		kind, rw, floatSum := a.Agg.Kind, a.RowWords, a.FloatSum()
 		for r := 0; r < a.DevKeys(); r++ {
 			hr := r
 			if a.ByComm {

@@ -1,7 +1,7 @@
 package hookgen
 
-// pairing.go writes the duration pairing: the derived values and the pairing table keyed by
-// (communicator, channel, workCounter).
+// pairing.go writes the duration pairing: the derived values and each communicator's pairing
+// table, keyed by (channel, workCounter).
 
 // Duration pairing table geometry, in each communicator's context block:
 // (channel % pairChannels, workCounter % pairDepth). NCCL runs a

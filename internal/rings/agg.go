@@ -54,7 +54,7 @@ func decodeAgg(a *hookgen.AggInfo, words []uint64, funcName func(uint32) string)
 		}
 		switch a.Agg.Kind {
 		case config.AggSum:
-			if a.Agg.Value != nil && a.Agg.Value.Type.IsFloat() {
+			if a.FloatSum() {
 				row.SumFloat = math.Float64frombits(cells[1])
 			} else {
 				row.SumInt = int64(cells[1])

@@ -117,13 +117,12 @@ func (d *device) CommCtx(comm int) (uintptr, error) {
 		a := d.ctxAddrs
 		a.Comm = len(d.blocks)
 		hdr := d.m.EncodeCtx(a)
-		var p unsafe.Pointer
-		switch n := len(d.blocks); {
-		case n < d.m.ArenaComms():
-			p = unsafe.Add(d.arena, d.m.Arena.CtlBytes+n*d.m.Block.Bytes) // zeroed with the arena
-		case d.m.Arena.Bound:
-			return 0, fmt.Errorf("cpu backend: the device's arena holds the context blocks of %d communicators, and profile %q records: its hooks find the control words through the arena", n, d.m.Profile.Name)
-		default:
+		off, inArena, err := d.m.BlockOffset(a.Comm)
+		if err != nil {
+			return 0, fmt.Errorf("cpu backend: %w", err)
+		}
+		p := unsafe.Add(d.arena, off) // zeroed with the arena
+		if !inArena {
 			if p = C.calloc(C.size_t(d.m.Block.Bytes), 1); p == nil {
 				return 0, fmt.Errorf("cpu backend: out of memory for the context block of communicator %d (%d bytes)", a.Comm, d.m.Block.Bytes)
 			}

@@ -222,21 +222,17 @@ func (d *Device) newBlock(comm int) (uint64, error) {
 	b := d.c.mod.Block
 	a := d.ctxAddrs
 	a.Comm = comm
-	m := d.c.mod
-	var p uint64
-	own := comm >= m.ArenaComms()
-	switch {
-	case !own: // zeroed with the arena
-		p = d.arena + uint64(m.Arena.CtlBytes+comm*b.Bytes)
-	case m.Arena.Bound:
-		return 0, fmt.Errorf("gpu backend: the device's arena holds the context blocks of %d communicators, and profile %q records: its hooks find the control words through the arena", comm, m.Profile.Name)
-	default:
-		var err error
+	off, inArena, err := d.c.mod.BlockOffset(comm)
+	if err != nil {
+		return 0, fmt.Errorf("gpu backend: %w", err)
+	}
+	p := d.arena + uint64(off) // zeroed with the arena
+	if !inArena {
 		if p, err = d.d.Alloc(b.Bytes); err != nil {
 			return 0, fmt.Errorf("gpu backend: context block of communicator %d (%d bytes): %w", comm, b.Bytes, err)
 		}
 	}
-	err := d.d.CopyHtoD(p, d.c.mod.EncodeCtx(a), d.stream)
+	err = d.d.CopyHtoD(p, d.c.mod.EncodeCtx(a), d.stream)
 	if err == nil && len(d.funcSets) > 0 {
 		err = d.d.CopyHtoD(p+uint64(b.FuncSets), d.funcSets, d.stream)
 	}
@@ -244,12 +240,12 @@ func (d *Device) newBlock(comm int) (uint64, error) {
 		err = d.stream.Sync()
 	}
 	if err != nil {
-		if own {
+		if !inArena {
 			d.d.Free(p)
 		}
 		return 0, fmt.Errorf("gpu backend: writing the context block of communicator %d: %w", comm, err)
 	}
-	if own {
+	if !inArena {
 		d.extra = append(d.extra, p)
 	}
 	return p, nil
