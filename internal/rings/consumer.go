@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
@@ -308,49 +309,73 @@ func (k *consumer) decide(head uint64, ps *pass, res *passResult) step {
 // on the H200 the stage's goroutines made every slot a transfer between
 // cores, and reading the run in order cost 10-15% less CPU and kept
 // all-events lossless at 20 M events/s in 3 of 3 runs (bench/RESULTS.md).
+// Nor is a long run split between goroutines: on the H200 four of them
+// recorded less at 40-50 M events/s than one did (bench/RESULTS.md).
 func (k *consumer) emitRun(head uint64) uint64 {
-	p0, r := k.pos, k.ring
+	r := k.ring
 	room := r.Free()
 	if room == 0 {
 		return 0
 	}
-	end := min(head, p0+room)
+	end := min(head, k.pos+room)
 	if k.dropNewest {
 		end = min(end, k.limitTried)
 	}
-	c, mask, slots := k.chunks, k.n-1, k.slots
+	c, stride := k.chunks, r.stride
 	n := uint64(0)
-	for p := p0; p < end; p++ {
-		// The stamp in the high half of every word, to XOR away.
-		st := uint64(uint32(p+1)) << 32
-		slot := slots[int(p&mask)*c : int(p&mask+1)*c]
-		buf := r.Unpublished(n, p)[:4*len(slot)]
-		// One load per word: a word's stamp and chunk come from the same
-		// single-copy-atomic load. The chunks go straight into the ring
-		// slot: a record with a wrong stamp is left there unpublished.
-		// Two chunks are one 8-byte store: the high word's shift drops
-		// its stamp.
-		var diff uint64
-		j := 0
-		for ; j+1 < len(slot); j += 2 {
-			lo, hi := atomic.LoadUint64(&slot[j]), atomic.LoadUint64(&slot[j+1])
-			diff |= (lo ^ st) | (hi ^ st)
-			binary.LittleEndian.PutUint64(buf[4*j:], lo&0xffffffff|hi<<32)
-		}
-		if j < len(slot) {
-			w := atomic.LoadUint64(&slot[j])
-			diff |= w ^ st
-			binary.LittleEndian.PutUint32(buf[4*j:], uint32(w))
-		}
-		if diff>>32 != 0 {
+	for k.pos+n < end {
+		// A stretch that wraps neither the slot buffer nor the ring: its
+		// slots, and its records in the ring, lie back to back.
+		p := k.pos + n
+		j := p & (k.n - 1)
+		i := (r.head.Load() + n) & r.mask
+		want := min(end-p, k.n-j, r.mask+1-i)
+		got := copyRecords(r.seqs[i:i+want], r.payloads[int(i)*stride:int(i+want)*stride],
+			k.slots[int(j)*c:int(j+want)*c], p, c)
+		n += got
+		if got < want {
 			break
 		}
-		n++
 	}
 	if n > 0 {
 		r.Publish(n)
 	}
 	return n
+}
+
+// copyRecords copies the complete records of positions p, p+1, ... from
+// their slots' words (src, c words each) into ring records (dst, 4c bytes
+// each) and their positions into seqs, up to the first slot whose stamps are
+// not all its position's; it returns how many it copied. One load per word:
+// a word's stamp and chunk come from the same single-copy-atomic load. The
+// chunks go straight into the ring record: one with a wrong stamp is left
+// there unpublished.
+func copyRecords(seqs []uint64, dst []byte, src []uint64, p uint64, c int) uint64 {
+	if len(src) < len(seqs)*c || len(dst) < len(seqs)*4*c {
+		panic("rings: copyRecords: short slot or ring view")
+	}
+	// The words are reached through pointers, the lengths checked once
+	// above: indexed, with a bounds check per word, the loop kept more
+	// values than the registers hold and took several times what a C loop
+	// reading the device's records takes (bench/RESULTS.md).
+	ws := unsafe.Pointer(unsafe.SliceData(src))
+	ds := unsafe.Pointer(unsafe.SliceData(dst))
+	for x := range seqs {
+		w, d := unsafe.Add(ws, x*c*8), unsafe.Add(ds, x*c*4)
+		// The stamp in the high half of every word, to XOR away.
+		st := uint64(uint32(p+uint64(x)+1)) << 32
+		var diff uint64
+		for j := range c {
+			v := atomic.LoadUint64((*uint64)(unsafe.Add(w, j*8)))
+			diff |= v ^ st
+			binary.LittleEndian.PutUint32((*[4]byte)(unsafe.Add(d, j*4))[:], uint32(v))
+		}
+		if diff>>32 != 0 {
+			return uint64(x)
+		}
+		seqs[x] = p + uint64(x)
+	}
+	return uint64(len(seqs))
 }
 
 // holeRun decides the run of drop_newest holes that starts at pos as

@@ -526,3 +526,56 @@ func (r *Ring) Consume(max int, fn func(seq uint64, payload []byte)) int {
 	}
 	return done
 }
+
+// A long run (emitRun) is copied stretch by stretch, each wrapping neither
+// the slot buffer nor the ring, and published only up to its first record
+// that is not complete, wherever that record lies: in the first stretch, a
+// later one, or none; the run wraps the slot buffer and the ring at
+// different places. Every record published is its own position's, in order,
+// and the rest are emitted once complete.
+func TestLongRunPublishesUpToTheFirstPartialRecord(t *testing.T) {
+	const slots, ringCap, run = 1 << 15, 1 << 16, 20000
+	for _, partial := range []uint64{0, 17, 999, 1000, 2999, 3000, 12345, run - 1, run} {
+		m := testModule(testHook("h", slots, config.OverwriteOldest))
+		dev := newFakeDevice(0, m)
+		k := consumerFor(t, dev, ringCap)
+		d := drops{}
+		t0 := time.Now()
+		// Start both the buffer and the ring part way, so the run wraps
+		// each, at different positions.
+		const start = slots - 1000
+		atomic.StoreUint64(&dev.ctl[0], start)
+		k.pos, k.head = start, start
+		k.ring.head.Store(ringCap - 3000)
+		k.ring.tail.Store(ringCap - 3000)
+		for i := uint64(0); i < run; i++ {
+			p, _ := dev.reserve(0)
+			words := 6
+			if i == partial {
+				words = 2
+			}
+			dev.write(0, p, testPayload(p), words, 0)
+		}
+		k.drainAt(dev, t0, false, d)
+		if k.pos != start+partial || k.ring.Len() != int(partial) {
+			t.Fatalf("partial record at %d: pos %d, %d in the ring; want the run to end there", partial, k.pos-start, k.ring.Len())
+		}
+		if partial < run {
+			dev.write(0, start+partial, testPayload(start+partial), 6, 0)
+			k.drainAt(dev, t0, false, d)
+		}
+		want := uint64(start)
+		k.ring.Consume(run, func(seq uint64, payload []byte) {
+			if seq != want {
+				t.Fatalf("partial record at %d: position %d where %d was due", partial, seq, want)
+			}
+			if p := testPayload(seq); string(payload[:len(p)]) != string(p) {
+				t.Fatalf("position %d: payload %x, want %x", seq, payload[:len(p)], p)
+			}
+			want++
+		})
+		if want != start+run || len(d) != 0 {
+			t.Fatalf("partial record at %d: emitted up to %d of %d, drops %v", partial, want-start, run, d)
+		}
+	}
+}
