@@ -58,6 +58,35 @@ func TestDecodersMatchTheReference(t *testing.T) {
 		}
 		l.Chunks = (l.Bytes + 3) / 4
 		checkDecoders(t, l)
+		checkBatch(t, l)
+	}
+}
+
+// checkBatch checks DecodeBatch against the reference on batches of random
+// records, back to back at the drain's stride and at a wider one, the last
+// record ending at the end of the buffer.
+func checkBatch(t *testing.T, l Layout) {
+	t.Helper()
+	nf := len(l.Fields)
+	dec := l.NewDecoder()
+	r := rand.New(rand.NewSource(2))
+	for _, stride := range []int{4 * l.Chunks, 4*l.Chunks + 12} {
+		for _, n := range []int{1, 2, 7, 300} {
+			payloads := make([]byte, (n-1)*stride+l.Bytes)
+			for i := range payloads {
+				payloads[i] = byte(r.Intn(256))
+			}
+			vals := dec.Values(n)
+			dec.DecodeBatch(payloads, stride, n, vals)
+			for i := range n {
+				for f, fl := range l.Fields {
+					g, w := vals[i*nf+f], wantValue(fl, payloads[i*stride:])
+					if g.Type != w.Type || g.U != w.U || g.I != w.I || (g.F != w.F && !(math.IsNaN(g.F) && math.IsNaN(w.F))) {
+						t.Fatalf("%d-byte layout, stride %d, record %d of %d, field %d (%s): %+v, want %+v", l.Bytes, stride, i, n, f, fl.Type, g, w)
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -71,7 +71,8 @@ type consumer struct {
 	funcField                int      // index of the funcId-sourced field, -1 if none
 	funcMember               idMember // the member of its values that holds the id
 	decoder                  *hookgen.Decoder
-	recs                     []sinks.Record // a batch, with hook, device and values set (newBatch)
+	values                   []hookgen.Value // the batch's values, record after record (newBatch)
+	recs                     []sinks.Record  // a batch, with hook, device and values set (newBatch)
 }
 
 func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uint32, head uint64, ringCap int) (*consumer, error) {

@@ -53,7 +53,7 @@ func (d *Drainer) deliver(k *consumer, upTo uint64) {
 			if len(seqs) == 0 {
 				break
 			}
-			d.decode(k, k.recs[n:n+len(seqs)], seqs, payloads)
+			d.decode(k, n, seqs, payloads)
 			k.ring.Release(len(seqs))
 			n += len(seqs)
 		}
@@ -71,22 +71,23 @@ func (d *Drainer) deliver(k *consumer, upTo uint64) {
 func (k *consumer) newBatch(size int) {
 	nf := len(k.info.Layout.Fields)
 	k.decoder = k.info.Layout.NewDecoder()
-	values := k.decoder.Values(size)
+	k.values = k.decoder.Values(size)
 	k.recs = make([]sinks.Record, size)
 	for i := range k.recs {
-		k.recs[i] = sinks.Record{Hook: k.info, Device: k.device, Values: values[i*nf : (i+1)*nf : (i+1)*nf]}
+		k.recs[i] = sinks.Record{Hook: k.info, Device: k.device, Values: k.values[i*nf : (i+1)*nf : (i+1)*nf]}
 	}
 }
 
-// decode fills the positions, values and function names of recs from k's
-// ring records. Decoding writes only the numbers.
-func (d *Drainer) decode(k *consumer, recs []sinks.Record, seqs []uint64, payloads []byte) {
-	stride := k.ring.stride
-	seqs = seqs[:len(recs)]
+// decode fills the positions, values and function names of the batch's
+// records from index `at` on from k's ring records, a field of every record
+// at a time (hookgen.Decoder.DecodeBatch). Decoding writes only the numbers.
+func (d *Drainer) decode(k *consumer, at int, seqs []uint64, payloads []byte) {
+	nf := len(k.info.Layout.Fields)
+	k.decoder.DecodeBatch(payloads, k.ring.stride, len(seqs), k.values[at*nf:])
+	recs := k.recs[at : at+len(seqs)]
 	for i := range recs {
 		r := &recs[i]
 		r.Seq = seqs[i]
-		k.decoder.Decode(payloads[i*stride:(i+1)*stride], r.Values)
 		if k.funcField >= 0 {
 			// NCCL's function table has a few hundred entries: an
 			// array lookup here keeps the resolver (a cgo call in the
