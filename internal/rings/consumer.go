@@ -257,6 +257,19 @@ const (
 	stepStop                // pos is not written yet and has not waited long enough: end the pass
 )
 
+// nextWritten reports whether the first word of pos's slot, or drop_newest's
+// hole cell, holds pos's stamp: a producer has reached pos.
+func (k *consumer) nextWritten() bool {
+	if k.chunks == 0 {
+		return false
+	}
+	j, s := k.pos&(k.n-1), uint32(k.pos+1)
+	if uint32(atomic.LoadUint64(&k.slots[int(j)*k.chunks])>>32) == s {
+		return true
+	}
+	return k.dropNewest && atomic.LoadUint32(&k.holes[j]) == s
+}
+
 // lap decides the positions [pos, head-N) of an overwrite_oldest buffer as
 // overwritten at once.
 func (k *consumer) lap(head uint64, ps *pass) {

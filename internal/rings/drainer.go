@@ -40,6 +40,10 @@ const (
 const (
 	busyFill         = 0.25
 	busyPollInterval = 20 * time.Microsecond
+	// minWatchInterval bounds how often an idle poller looks for a burst
+	// (watchInterval): a 65536-slot buffer at 50 M events/s fills in
+	// 1.3 ms, and each look wakes a thread (a few microseconds of CPU).
+	minWatchInterval = 250 * time.Microsecond
 )
 
 // Options configure a Drainer. Zero values take the defaults.

@@ -496,3 +496,69 @@ func TestFuncNamesOfEveryIDType(t *testing.T) {
 		}
 	}
 }
+
+// An idle poller that has seen a buffer fill fast looks for the next burst
+// far more often than its idle interval (idleWait): a burst after an idle
+// spell is drained long before the interval would have brought a pass, and
+// without such a rate seen the poller keeps to its interval.
+func TestIdlePollerFindsABurst(t *testing.T) {
+	const slots, idle = 4096, 300 * time.Millisecond
+	m := testModule(testHook("h", slots, config.DropNewest))
+	dev := newFakeDevice(0, m)
+	d := NewDrainer(Options{Sink: &countingSink{}, FuncName: testFuncName, RingCapacity: 1 << 20,
+		PollInterval: time.Millisecond, IdlePollInterval: idle, DumpInterval: time.Hour})
+	defer d.Close()
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	write := func(n int) {
+		for range n {
+			if pos, hole := dev.reserve(0); !hole {
+				dev.write(0, pos, testPayload(pos), 6, 0)
+			}
+		}
+	}
+	pos := func() uint64 {
+		d.passMu.Lock()
+		defer d.passMu.Unlock()
+		return (*d.devices.Load())[0].consumers[0].pos
+	}
+	// took waits for a burst of n records to be decided and says how long
+	// that took.
+	took := func(n int) time.Duration {
+		want := pos() + uint64(n)
+		t0 := time.Now()
+		write(n)
+		for pos() < want {
+			if time.Since(t0) > 5*idle {
+				t.Fatalf("a burst of %d records not drained after %v", n, time.Since(t0))
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		return time.Since(t0)
+	}
+	settle := func() { time.Sleep(2 * idle) } // idle: the interval has backed off to `idle`
+
+	// No fast buffer seen yet: the burst waits for the idle interval (or
+	// finds a pass that began since).
+	write(1)
+	settle()
+	first := took(slots / 4)
+	// Records at a sustained rate: the buffer fills in a few milliseconds.
+	for range 40 {
+		write(slots / 8)
+		time.Sleep(500 * time.Microsecond)
+	}
+	settle()
+	var later []time.Duration
+	for range 3 {
+		later = append(later, took(slots/4))
+		settle()
+	}
+	for _, l := range later {
+		if l > idle/3 {
+			t.Fatalf("after a fast fill, bursts after idle spells took %v (first one %v); want well under the idle interval %v", later, first, idle)
+		}
+	}
+	t.Logf("burst after idle: %v before a fast fill was seen, then %v", first, later)
+}
