@@ -236,6 +236,13 @@ func (b *bench) sustainedRates(h *gpuharness.Harness, nop gpuharness.Hook, loade
 	}
 	b.emit("Sustained event rate (4 comms x 16 channels, paced) and drain CPU (process CPU over the nop run's, % of one core)",
 		[]string{"profile", "target ev/s", "achieved ev/s", "matched", "records", "dropped", "drain CPU"}, rows)
+	// What the drainers cost between bursts: after these rows each has seen
+	// its buffer fill fast, so an idle poller looks for the next burst far
+	// more often than its idle interval (rings: idleWait).
+	time.Sleep(100 * time.Millisecond)
+	cpu, wall, _ := cpuDuring(func() error { time.Sleep(time.Second); return nil })
+	fmt.Fprintf(b.out, "\nIdle after the sustained rows, %d drainers: process CPU %.1f%% of one core\n",
+		len(loaded), 100*cpu.Seconds()/wall.Seconds())
 	return nil
 }
 
