@@ -38,11 +38,16 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	ordinal := fs.Int("device", 0, "CUDA device")
 	outFile := fs.String("o", "", "also append the results (markdown) to this file")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the sustained-rate runs (the drain) to this file")
+	batches := fs.Int("batches", 2000, "work batches per sustained-rate row (2000: 1,024,000 events)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: ncclhooks bench [flags]   (needs a GPU; results in bench/RESULTS.md)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *batches <= 0 {
+		fmt.Fprintf(stderr, "ncclhooks bench: --batches: %d is not a positive number of work batches\n", *batches)
 		return 2
 	}
 	lib, err := cuda.Open()
@@ -66,7 +71,7 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 		rateList = append(rateList, v)
 	}
 	var md strings.Builder
-	b := &bench{lib: lib, ordinal: *ordinal, md: &md, out: stdout, cpuProfile: *cpuProfile}
+	b := &bench{lib: lib, ordinal: *ordinal, md: &md, out: stdout, cpuProfile: *cpuProfile, batches: *batches}
 	if err := b.run(strings.Split(*profiles, ","), rateList); err != nil {
 		fmt.Fprintf(stderr, "ncclhooks bench: %v\n", err)
 		return 1
@@ -89,6 +94,7 @@ type bench struct {
 	md         *strings.Builder
 	out        io.Writer
 	cpuProfile string
+	batches    int // work batches per sustained-rate row
 }
 
 // emit prints a section to the terminal and to the markdown results.
@@ -208,7 +214,7 @@ func (b *bench) hookCost(h *gpuharness.Harness, counter gpuharness.Hook, loaded 
 func (b *bench) sustainedRates(h *gpuharness.Harness, nop gpuharness.Hook, loaded []*loadedProfile, rates []float64) error {
 	var rows [][]string
 	cfg := gpuharness.DefaultConfig()
-	cfg.Comms, cfg.Channels, cfg.Batches, cfg.ItemsPerBatch, cfg.BytesPerItem = 4, 16, 2000, 4, 16
+	cfg.Comms, cfg.Channels, cfg.Batches, cfg.ItemsPerBatch, cfg.BytesPerItem = 4, 16, b.batches, 4, 16
 	cfg.FuncIDs = nil
 	for id := 0; id < harness.FuncCount(); id++ {
 		cfg.FuncIDs = append(cfg.FuncIDs, uint32(id))
@@ -237,12 +243,18 @@ func (b *bench) sustainedRates(h *gpuharness.Harness, nop gpuharness.Hook, loade
 	b.emit("Sustained event rate (4 comms x 16 channels, paced) and drain CPU (process CPU over the nop run's, % of one core)",
 		[]string{"profile", "target ev/s", "achieved ev/s", "matched", "records", "dropped", "drain CPU"}, rows)
 	// What the drainers cost between bursts: after these rows each has seen
-	// its buffer fill fast, so an idle poller looks for the next burst far
-	// more often than its idle interval (rings: idleWait).
-	time.Sleep(100 * time.Millisecond)
-	cpu, wall, _ := cpuDuring(func() error { time.Sleep(time.Second); return nil })
-	fmt.Fprintf(b.out, "\nIdle after the sustained rows, %d drainers: process CPU %.1f%% of one core\n",
-		len(loaded), 100*cpu.Seconds()/wall.Seconds())
+	// its buffer fill fast, so for a second an idle poller looks for the
+	// next burst far more often than its idle interval (rings: idleWait);
+	// then it keeps to the interval.
+	idle := func(from, to time.Duration) float64 {
+		time.Sleep(from)
+		cpu, wall, _ := cpuDuring(func() error { time.Sleep(to - from); return nil })
+		return 100 * cpu.Seconds() / wall.Seconds()
+	}
+	watching := idle(100*time.Millisecond, 900*time.Millisecond)
+	after := idle(600*time.Millisecond, 1600*time.Millisecond)
+	fmt.Fprintf(b.out, "\nIdle after the sustained rows, %d drainers: process CPU %.1f%% of one core 0.1-0.9 s after, %.1f%% 1.5-2.5 s after\n",
+		len(loaded), watching, after)
 	return nil
 }
 

@@ -44,6 +44,9 @@ const (
 	// (watchInterval): a 65536-slot buffer at 50 M events/s fills in
 	// 1.3 ms, and each look wakes a thread (a few microseconds of CPU).
 	minWatchInterval = 250 * time.Microsecond
+	// watchSpell is how long after the last position decided an idle
+	// poller keeps looking for bursts (watchInterval).
+	watchSpell = time.Second
 )
 
 // Options configure a Drainer. Zero values take the defaults.

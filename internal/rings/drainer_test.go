@@ -562,3 +562,26 @@ func TestIdlePollerFindsABurst(t *testing.T) {
 	}
 	t.Logf("burst after idle: %v before a fast fill was seen, then %v", first, later)
 }
+
+// How often an idle poller looks: a quarter of the fastest fill time seen,
+// within [minWatchInterval, interval]; not at all (the interval) before a
+// fill was seen or once the devices have been idle for watchSpell.
+func TestWatchInterval(t *testing.T) {
+	const interval = 2 * time.Millisecond
+	for _, c := range []struct {
+		peakFill float64 // buffers per second
+		idleFor  time.Duration
+		want     time.Duration
+	}{
+		{0, 0, interval},
+		{763, 0, 328 * time.Microsecond}, // 65536 slots at 50 M events/s
+		{763, watchSpell - time.Millisecond, 328 * time.Microsecond},
+		{763, watchSpell + time.Millisecond, interval},
+		{1e5, 0, minWatchInterval},
+		{10, 0, interval},
+	} {
+		if got := watchInterval(c.peakFill, interval, c.idleFor); got.Round(time.Microsecond) != c.want {
+			t.Errorf("peak %g buffers/s, idle %v: look every %v, want %v", c.peakFill, c.idleFor, got, c.want)
+		}
+	}
+}
