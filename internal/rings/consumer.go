@@ -258,16 +258,21 @@ const (
 )
 
 // nextWritten reports whether the first word of pos's slot, or drop_newest's
-// hole cell, holds pos's stamp: a producer has reached pos.
+// hole cell, holds pos's stamp or a later position's: a producer has
+// reached pos.
 func (k *consumer) nextWritten() bool {
 	if k.chunks == 0 {
 		return false
 	}
 	j, s := k.pos&(k.n-1), uint32(k.pos+1)
-	if uint32(atomic.LoadUint64(&k.slots[int(j)*k.chunks])>>32) == s {
+	if x := uint32(atomic.LoadUint64(&k.slots[int(j)*k.chunks]) >> 32); x == s || newer(x, s, k.n) {
 		return true
 	}
-	return k.dropNewest && atomic.LoadUint32(&k.holes[j]) == s
+	if !k.dropNewest {
+		return false
+	}
+	x := atomic.LoadUint32(&k.holes[j])
+	return x == s || newer(x, s, k.n)
 }
 
 // lap decides the positions [pos, head-N) of an overwrite_oldest buffer as

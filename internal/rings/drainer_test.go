@@ -585,3 +585,44 @@ func TestWatchInterval(t *testing.T) {
 		}
 	}
 }
+
+// An idle poller reads the heads (a copy from the device) once per torn
+// timeout, not once per idle interval, while no producer reaches a next
+// position; it still finds, with no Flush, a position reserved and never
+// written (torn), which only the heads show, and a record written after.
+func TestIdlePollerReadsHeadsOncePerTornTimeout(t *testing.T) {
+	const idle, torn = time.Millisecond, 40 * time.Millisecond
+	m := testModule(testHook("h", 64, config.OverwriteOldest))
+	dev := newFakeDevice(0, m)
+	d := NewDrainer(Options{Sink: &countingSink{}, FuncName: testFuncName, PollInterval: idle, IdlePollInterval: idle,
+		TornTimeout: torn, DumpInterval: time.Hour})
+	defer d.Close()
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // backed off to the idle interval
+	before, t0 := dev.ctlReads.Load(), time.Now()
+	time.Sleep(400 * time.Millisecond)
+	reads, spell := dev.ctlReads.Load()-before, time.Since(t0)
+	if max := int64(spell/torn) + 3; reads > max {
+		t.Fatalf("%d head reads in %v idle; want at most %d (one per torn timeout), not one per %v", reads, spell, max, idle)
+	}
+	dev.reserve(0) // torn: never written
+	p, _ := dev.reserve(0)
+	dev.write(0, p, testPayload(p), 6, 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d.passMu.Lock()
+		k := (*d.devices.Load())[0].consumers[0]
+		pos, tornN := k.pos, k.torn
+		d.passMu.Unlock()
+		if pos == 2 && tornN == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5 s the poller has decided up to %d (%d torn); want the torn position and the record after it", pos, tornN)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("%d head reads in %v idle", reads, spell.Round(time.Millisecond))
+}

@@ -27,6 +27,8 @@ type fakeDevice struct {
 	// shut makes every read fail as a CUDA driver does once it shut down at
 	// process exit.
 	shut atomic.Bool
+	// ctlReads counts ReadCtl calls: copies of the heads from the device.
+	ctlReads atomic.Int64
 }
 
 func (f *fakeDevice) shutdownErr() error {
@@ -61,6 +63,7 @@ func (f *fakeDevice) Model() string { return "fake" }
 func (f *fakeDevice) Identity() backend.Identity { return backend.Identity{Name: "fake"} }
 
 func (f *fakeDevice) ReadCtl(dst []uint64) error {
+	f.ctlReads.Add(1)
 	if err := f.shutdownErr(); err != nil {
 		return err
 	}

@@ -29,8 +29,17 @@ func (d *Drainer) pollLoop() {
 				return
 			default:
 			}
-		} else if !d.idleWait(t, interval, watchInterval(peakFill, interval, time.Since(lastActive))) {
-			return
+		} else {
+			ok, burst := d.idleWait(t, interval, watchInterval(peakFill, interval, time.Since(lastActive)))
+			if !ok {
+				return
+			}
+			if !burst && time.Since(lastFull) < d.idleHeadsInterval() {
+				// Idle, and no producer has reached any consumer's next
+				// position: no pass, and no copy of the heads from the
+				// device (see idleHeadsInterval).
+				continue
+			}
 		}
 		d.passMu.Lock()
 		began := time.Now()
@@ -95,16 +104,16 @@ func watchInterval(peakFill float64, interval, idleFor time.Duration) time.Durat
 // 65536 slots at 50 M events/s a buffer fills in 1.3 ms, and the idle
 // poller slept 2 ms and more: the bursts' first records were dropped at the
 // device (bench/RESULTS.md). A look is a load from host memory per hook,
-// where a pass copies the heads from the device. It reports false when the
-// drainer stops.
-func (d *Drainer) idleWait(t *time.Timer, interval, watch time.Duration) bool {
+// where a pass copies the heads from the device. It reports whether the
+// drainer still runs, and whether a producer has reached a next position.
+func (d *Drainer) idleWait(t *time.Timer, interval, watch time.Duration) (ok, burst bool) {
 	if watch >= interval {
 		t.Reset(interval)
 		select {
 		case <-d.stop:
-			return false
+			return false, false
 		case <-t.C:
-			return true
+			return true, d.burst()
 		}
 	}
 	until := time.Now().Add(interval)
@@ -114,13 +123,27 @@ func (d *Drainer) idleWait(t *time.Timer, interval, watch time.Duration) bool {
 		pause(watch)
 		select {
 		case <-d.stop:
-			return false
+			return false, false
 		default:
 		}
-		if time.Now().After(until) || d.burst() {
-			return true
+		if d.burst() {
+			return true, true
+		}
+		if time.Now().After(until) {
+			return true, false
 		}
 	}
+}
+
+// idleHeadsInterval is how often an idle poller reads the heads when no
+// producer has reached a next position: the torn timeout, at most, and not
+// more often than the idle interval. The heads show positions reserved and
+// never written (torn), which stamps do not; everything else an idle
+// poller waits for writes a stamp that burst sees. Copying the heads every
+// idle interval cost a drainer about 2.5% of a core on the H200's host, and
+// in the bench's CPU profile more than the records did (bench/RESULTS.md).
+func (d *Drainer) idleHeadsInterval() time.Duration {
+	return max(d.opts.IdlePollInterval, d.opts.TornTimeout)
 }
 
 // burst reports whether some consumer's next position holds its record or
