@@ -89,8 +89,9 @@ func (d *Drainer) pollLoop() {
 // burst at that rate finds a pass before it fills the buffer, at least
 // minWatchInterval; the poll interval itself (no watch) before any buffer
 // has filled fast enough for it to matter, and once the devices have been
-// idle for watchSpell: each look wakes a thread, and on the H200's host two
-// drainers looking every 250-330 us took 11-13% of a core.
+// idle for watchSpell: each look wakes a thread, and on the H200's host the
+// bench's process with two drainers looking every 250-330 us took 11-13% of
+// a core.
 func watchInterval(peakFill float64, interval, idleFor time.Duration) time.Duration {
 	if peakFill <= 0 || idleFor > watchSpell {
 		return interval
@@ -136,12 +137,12 @@ func (d *Drainer) idleWait(t *time.Timer, interval, watch time.Duration) (ok, bu
 }
 
 // idleHeadsInterval is how often an idle poller reads the heads when no
-// producer has reached a next position: the torn timeout, at most, and not
-// more often than the idle interval. The heads show positions reserved and
+// producer has reached a next position: once per torn timeout, or per idle
+// interval when that is longer. The heads show positions reserved and
 // never written (torn), which stamps do not; everything else an idle
-// poller waits for writes a stamp that burst sees. Copying the heads every
-// idle interval cost a drainer about 2.5% of a core on the H200's host, and
-// in the bench's CPU profile more than the records did (bench/RESULTS.md).
+// poller waits for writes a stamp that burst sees. In the bench's CPU
+// profile on the H200 the idle drainers' head copies had cost more than
+// copying and decoding every record (bench/RESULTS.md).
 func (d *Drainer) idleHeadsInterval() time.Duration {
 	return max(d.opts.IdlePollInterval, d.opts.TornTimeout)
 }
