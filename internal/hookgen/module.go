@@ -473,30 +473,40 @@ func (d *Decoder) DecodeBatch(payloads []byte, stride, n int, vals []Value) {
 				v.U = uint64(*(*byte)(p))
 			}
 		default:
-			// Signed and float fields: the general path, a field at a time.
+			// Signed and float fields: the general path.
 			for i := range n {
 				p, v := at(i)
-				var u uint64
-				switch c.size {
-				case 1:
-					u = uint64(*(*byte)(p))
-				case 2:
-					u = uint64(le.Uint16((*[2]byte)(p)[:]))
-				case 4:
-					u = uint64(le.Uint32((*[4]byte)(p)[:]))
-				default:
-					u = le.Uint64((*[8]byte)(p)[:])
-				}
-				switch c.class {
-				case classI:
-					v.I = int64(u<<c.shift) >> c.shift
-				case classF32:
-					v.F = float64(math.Float32frombits(uint32(u)))
-				default:
-					v.F = math.Float64frombits(u)
-				}
+				c.set(v, c.raw(unsafe.Slice((*byte)(p), c.size)))
 			}
 		}
+	}
+}
+
+// raw reads the field's size bytes at the start of b, little-endian.
+func (c fieldCodec) raw(b []byte) uint64 {
+	le := binary.LittleEndian
+	switch c.size {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(le.Uint16(b))
+	case 4:
+		return uint64(le.Uint32(b))
+	}
+	return le.Uint64(b)
+}
+
+// set stores the field's raw bits u in v as the member its kind uses.
+func (c fieldCodec) set(v *Value, u uint64) {
+	switch c.class {
+	case classU:
+		v.U = u
+	case classI:
+		v.I = int64(u<<c.shift) >> c.shift
+	case classF32:
+		v.F = float64(math.Float32frombits(uint32(u)))
+	default:
+		v.F = math.Float64frombits(u)
 	}
 }
 
@@ -510,34 +520,11 @@ func (d *Decoder) bytes() int {
 }
 
 // Decode unpacks payload into out: one record's values from Values, which
-// only Decode has written since. The fields are read inline: the drain
-// decodes every record it delivers.
+// only Decode has written since. The drain decodes a batch at a time
+// (DecodeBatch).
 func (d *Decoder) Decode(payload []byte, out []Value) {
 	out = out[:len(d.fields)]
-	le := binary.LittleEndian
-	for i, f := range d.fields {
-		b := payload[f.offset:]
-		var u uint64
-		switch f.size {
-		case 1:
-			u = uint64(b[0])
-		case 2:
-			u = uint64(le.Uint16(b))
-		case 4:
-			u = uint64(le.Uint32(b))
-		default:
-			u = le.Uint64(b)
-		}
-		v := &out[i]
-		switch f.class {
-		case classU:
-			v.U = u
-		case classI:
-			v.I = int64(u<<f.shift) >> f.shift
-		case classF32:
-			v.F = float64(math.Float32frombits(uint32(u)))
-		default:
-			v.F = math.Float64frombits(u)
-		}
+	for i, c := range d.fields {
+		c.set(&out[i], c.raw(payload[c.offset:]))
 	}
 }
