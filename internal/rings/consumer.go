@@ -118,11 +118,25 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 
 // newer reports whether stamp x was written by a later position of the same
 // slot than the one whose stamp is s: (x - s) mod 2^32 is a positive
-// multiple of n below 2^31.
+// multiple of n below 2^31. A stamp of 0 is never newer: 0 is what a word
+// or hole cell holds before any write (hole cells of a buffer that never
+// overflowed stay 0), and taken for a later hole it decided positions, even
+// ones not reserved yet, as buffer_full. The one real stamp 0, of the
+// positions 2^32-1 mod 2^32, is then taken for a cell not written yet (see
+// written).
 func newer(x, s uint32, n uint64) bool {
 	d := x - s
-	return d != 0 && d < 1<<31 && uint64(d)%n == 0
+	return x != 0 && d != 0 && d < 1<<31 && uint64(d)%n == 0
 }
+
+// written reports whether a hole cell (or, for a look, a word) holding stamp
+// x was written for the position whose stamp is s: never when s is 0 (the
+// positions 2^32-1 mod 2^32), whose stamp is what an unwritten cell holds.
+// Such a position's hole is waited for like a record still being written,
+// and decided torn after the torn timeout. Its record is emitted as any
+// other: slot words are compared with s itself, as past the first lap no
+// slot is unwritten.
+func written(x, s uint32) bool { return x == s && s != 0 }
 
 // passResult says what one pass over one hook did.
 type passResult struct {
@@ -265,14 +279,14 @@ func (k *consumer) nextWritten() bool {
 		return false
 	}
 	j, s := k.pos&(k.n-1), uint32(k.pos+1)
-	if x := uint32(atomic.LoadUint64(&k.slots[int(j)*k.chunks]) >> 32); x == s || newer(x, s, k.n) {
+	if x := uint32(atomic.LoadUint64(&k.slots[int(j)*k.chunks]) >> 32); written(x, s) || newer(x, s, k.n) {
 		return true
 	}
 	if !k.dropNewest {
 		return false
 	}
 	x := atomic.LoadUint32(&k.holes[j])
-	return x == s || newer(x, s, k.n)
+	return written(x, s) || newer(x, s, k.n)
 }
 
 // lap decides the positions [pos, head-N) of an overwrite_oldest buffer as
@@ -308,7 +322,7 @@ func (k *consumer) decide(head uint64, ps *pass, res *passResult) step {
 	case isNewer:
 		k.overwritten++
 		ps.drop(k, stageOverwritten, 1)
-	case k.dropNewest && hole == s:
+	case k.dropNewest && written(hole, s):
 		k.bufferFull++
 		ps.drop(k, stageBufferFull, 1)
 	default:
@@ -421,7 +435,7 @@ func (k *consumer) holeRun(head uint64, ps *pass) uint64 {
 	for ; p < end; p++ {
 		s := uint32(p + 1)
 		j := p & mask
-		if h := atomic.LoadUint32(&k.holes[j]); h != s {
+		if h := atomic.LoadUint32(&k.holes[j]); !written(h, s) {
 			if !graceOver || p >= k.seenUntil || !newer(h, s, k.n) {
 				break
 			}

@@ -276,6 +276,7 @@ func TestNewerStampArithmetic(t *testing.T) {
 		{0xfffffff3, 3, 16, false}, // older across the wrap
 		{18, 1, 16, false},         // not a position of this slot
 		{1<<31 + 1, 1, 16, false},  // half the stamp space away: older
+		{0, 0xfffffff0, 16, false}, // never written, not a later position's 0
 	} {
 		if got := newer(c.x, c.s, c.n); got != c.want {
 			t.Errorf("newer(%#x, %#x, %d) = %v", c.x, c.s, c.n, got)
@@ -577,5 +578,43 @@ func TestLongRunPublishesUpToTheFirstPartialRecord(t *testing.T) {
 		if want != start+run || len(d) != 0 {
 			t.Fatalf("partial record at %d: emitted up to %d of %d, drops %v", partial, want-start, run, d)
 		}
+	}
+}
+
+// Position 2^32-1's stamp is 0, what a hole cell that never held a hole
+// holds: a pass that reads no head (drainLight) must stop there until a
+// producer has written it, not decide it as its own hole, before it is even
+// reserved. Its record, once written, is emitted.
+func TestZeroStampIsNotAHole(t *testing.T) {
+	const slots = 64
+	const start = 1<<32 - slots
+	m := testModule(testHook("h", slots, config.DropNewest))
+	dev := newFakeDevice(0, m)
+	dev.ctl[0] = start
+	k, err := newConsumer(m.Hooks[0], 0, dev.Slots(0), dev.Holes(0), start, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.setLimit = func(l uint64) error { return dev.WriteLimit(0, l) }
+	k.publishLimit()
+	// The lap before, as every slot holds long before 2^32; no hole ever.
+	for p := uint64(start - slots); p < start; p++ {
+		dev.write(0, p, testPayload(p), 6, 0)
+	}
+	for range slots - 1 {
+		p, _ := dev.reserve(0)
+		dev.write(0, p, testPayload(p), 6, 0)
+	}
+	d := drops{}
+	ps := &pass{now: time.Now(), tornTimeout: time.Second, holeGrace: time.Millisecond, drop: d.note}
+	k.drainLight(ps)
+	if k.pos != 1<<32-1 || len(d) != 0 {
+		t.Fatalf("a pass without the head decided up to %d (drops %v); want it to stop at 2^32-1, not reserved yet", k.pos, d)
+	}
+	p, _ := dev.reserve(0)
+	dev.write(0, p, testPayload(p), 6, 0)
+	k.drainAt(dev, time.Now(), false, d)
+	if k.pos != 1<<32 || k.ring.Len() != slots || len(d) != 0 {
+		t.Fatalf("after its record: pos %d, %d in the ring, drops %v; want all %d emitted", k.pos, k.ring.Len(), d, slots)
 	}
 }

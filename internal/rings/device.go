@@ -18,6 +18,7 @@ type device struct {
 	agg       []uint64
 	consumers []*consumer
 	ctlErr    bool // a failed ReadCtl was logged
+	ctlFailed bool // the last ReadCtl failed: its host memory is not read (burst, lightPass)
 	aggErr    bool // a failed ReadAgg or decode was logged
 	// lastHeads are the heads of the last successful read; settledHeads
 	// those of the last final pass (nil before one).

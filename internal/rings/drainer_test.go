@@ -2,6 +2,7 @@ package rings
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -590,10 +591,22 @@ func TestWatchInterval(t *testing.T) {
 // timeout, not once per idle interval, while no producer reaches a next
 // position; it still finds, with no Flush, a position reserved and never
 // written (torn), which only the heads show, and a record written after.
+// Also where a never-written hole cell (0) sits at the next position of the
+// upper half of the stamps' cycle, where 0 passed for a later hole's stamp.
 func TestIdlePollerReadsHeadsOncePerTornTimeout(t *testing.T) {
+	for _, c := range []struct {
+		ov    config.Overflow
+		start uint64
+	}{{config.OverwriteOldest, 0}, {config.DropNewest, 0}, {config.DropNewest, 1<<32 - 65}} {
+		t.Run(fmt.Sprintf("%s from %d", c.ov, c.start), func(t *testing.T) { idleHeadReads(t, c.ov, c.start) })
+	}
+}
+
+func idleHeadReads(t *testing.T, ov config.Overflow, start uint64) {
 	const idle, torn = time.Millisecond, 40 * time.Millisecond
-	m := testModule(testHook("h", 64, config.OverwriteOldest))
+	m := testModule(testHook("h", 64, ov))
 	dev := newFakeDevice(0, m)
+	dev.ctl[0] = start
 	d := NewDrainer(Options{Sink: &countingSink{}, FuncName: testFuncName, PollInterval: idle, IdlePollInterval: idle,
 		TornTimeout: torn, DumpInterval: time.Hour})
 	defer d.Close()
@@ -616,11 +629,11 @@ func TestIdlePollerReadsHeadsOncePerTornTimeout(t *testing.T) {
 		k := (*d.devices.Load())[0].consumers[0]
 		pos, tornN := k.pos, k.torn
 		d.passMu.Unlock()
-		if pos == 2 && tornN == 1 {
+		if pos == start+2 && tornN == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 5 s the poller has decided up to %d (%d torn); want the torn position and the record after it", pos, tornN)
+			t.Fatalf("after 5 s the poller has decided up to %d (%d torn); want the torn position and the record after it", pos-start, tornN)
 		}
 		time.Sleep(time.Millisecond)
 	}

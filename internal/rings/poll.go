@@ -19,6 +19,7 @@ func (d *Drainer) pollLoop() {
 	// when a pass last decided a position.
 	var peakFill float64
 	lastActive := last
+	pending := false // the last pass left positions undecided
 	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
@@ -34,10 +35,12 @@ func (d *Drainer) pollLoop() {
 			if !ok {
 				return
 			}
-			if !burst && time.Since(lastFull) < d.idleHeadsInterval() {
+			if !burst && !pending && time.Since(lastFull) < d.idleHeadsInterval() {
 				// Idle, and no producer has reached any consumer's next
 				// position: no pass, and no copy of the heads from the
-				// device (see idleHeadsInterval).
+				// device (see idleHeadsInterval); the interval backs off
+				// as after an idle pass.
+				interval = min(2*interval, d.opts.IdlePollInterval)
 				continue
 			}
 		}
@@ -66,6 +69,7 @@ func (d *Drainer) pollLoop() {
 		elapsed := max(began.Sub(last), time.Microsecond)
 		last = began
 		peakFill = max(peakFill, res.fill/elapsed.Seconds())
+		pending = res.pending
 		if res.advanced {
 			lastActive = now
 		}
@@ -153,6 +157,12 @@ func (d *Drainer) burst() bool {
 	d.passMu.Lock()
 	defer d.passMu.Unlock()
 	for _, dv := range *d.devices.Load() {
+		if dv.ctlFailed {
+			// Its last head read failed: at process exit the driver may
+			// have unmapped the host memory its slots lie in. Its
+			// memory is looked at again after a head read succeeds.
+			continue
+		}
 		for _, k := range dv.consumers {
 			if k.nextWritten() {
 				return true
@@ -191,6 +201,9 @@ func (d *Drainer) lightPass() passResult {
 	var all passResult
 	ps := d.newPass(false, nil)
 	for _, dv := range *d.devices.Load() {
+		if dv.ctlFailed {
+			continue // see burst
+		}
 		for _, k := range dv.consumers {
 			all.add(k, k.drainLight(ps))
 		}
@@ -225,7 +238,9 @@ func (d *Drainer) passAll(final bool, makeRoom func(*consumer)) passResult {
 	var all passResult
 	ps := d.newPass(final, makeRoom)
 	for _, dv := range *d.devices.Load() {
-		if err := dv.dev.ReadCtl(dv.ctl); err != nil {
+		err := dv.dev.ReadCtl(dv.ctl)
+		dv.ctlFailed = err != nil
+		if err != nil {
 			if !dv.ctlErr {
 				dv.ctlErr = true
 				d.logReadFailure(dv, err, "reading buffer heads failed, its records are not drained")
