@@ -56,15 +56,4 @@ for round in $(seq "$ROUNDS"); do
     for spec in "${VARS[@]}"; do one "${spec%%=*}/$p" "${spec#*=}" "$f"; done
   done
 done > "$OUT/ab-nccl.txt"
-python3 - "$OUT/ab-nccl.txt" "$ROUNDS" <<'PY' | tee "$OUT/ab-nccl.md"
-import sys, re, statistics
-by = {}
-for l in open(sys.argv[1]):
-    m = re.match(r'T (\S+) .*"us_per_call_graph":([0-9.]+)', l)
-    if m: by.setdefault(m[1], []).append(float(m[2]))
-n = statistics.median(by['none'])
-print(f"graph mode, 8 B send/recv to self, {sys.argv[2]} alternating rounds: median us per call (min - max), vs no plugin\n")
-print("| build / profile | runs | median | min - max | vs no plugin |\n| --- | --- | --- | --- | --- |")
-for k, v in by.items():
-    print(f"| {k} | {len(v)} | {statistics.median(v):.3f} | {min(v):.3f} - {max(v):.3f} | {100*(statistics.median(v)/n-1):+.2f}% |")
-PY
+python3 scripts/timing-table.py "$OUT/ab-nccl.txt" "$ROUNDS" "build / profile" | tee "$OUT/ab-nccl.md"

@@ -25,16 +25,4 @@ for round in $(seq "$ROUNDS"); do
     echo "T $p $(NCCL_PROFILER_PLUGIN=$W/libprobe.so NCCLHOOKS_PROBE=$p timeout 60 "$W/accept" --time 2000 --bytes 8 2>/dev/null | grep -m1 '^ACCEPT')"
   done
 done > "$OUT/probe-raw.txt"
-python3 - "$OUT/probe-raw.txt" "$ROUNDS" <<'PY' | tee "$OUT/probe.md"
-import sys, re, statistics
-by = {}
-for l in open(sys.argv[1]):
-    m = re.match(r'T (\S+) .*"us_per_call_graph":([0-9.]+)', l)
-    if m: by.setdefault(m[1], []).append(float(m[2]))
-n, nop = statistics.median(by['none']), statistics.median(by.get('nop', by['none']))
-print(f"graph mode, 8 B send/recv to self, {sys.argv[2]} alternating rounds: median us per call (min - max)\n")
-print("| probe | runs | median | min - max | vs no plugin | vs nop |\n| --- | --- | --- | --- | --- | --- |")
-for k, v in by.items():
-    m = statistics.median(v)
-    print(f"| {k} | {len(v)} | {m:.3f} | {min(v):.3f} - {max(v):.3f} | {100*(m/n-1):+.2f}% | {1000*(m-nop):+.0f} ns |")
-PY
+python3 "$ROOT/scripts/timing-table.py" "$OUT/probe-raw.txt" "$ROUNDS" probe --ns-against nop | tee "$OUT/probe.md"
