@@ -371,6 +371,7 @@ func (l *Layout) Decode(payload []byte, out []Value) []Value {
 type Decoder struct {
 	fields []fieldCodec
 	types  []config.Type
+	span   int // the payload bytes the fields span
 }
 
 // fieldCodec is what decoding one field needs, packed: where its bytes are,
@@ -410,6 +411,7 @@ func (l *Layout) NewDecoder() *Decoder {
 	for i, f := range l.Fields {
 		d.fields[i] = codecOf(f)
 		d.types[i] = f.Type
+		d.span = max(d.span, f.Offset+f.Type.Bytes())
 	}
 	return d
 }
@@ -429,16 +431,16 @@ func (d *Decoder) Values(n int) []Value {
 // a field of every record before the next field: each field's size and kind
 // are looked at once per batch, not once per record, and the loop over the
 // records is a load and a store. The drain decodes every record it delivers:
-// on the development machine this took an all-events record from about
-// 15 ns (Decode, record by record) to about 5 (BenchmarkDecodeBatch).
+// on the H200's host this took an all-events record from 14-23 ns (Decode,
+// record by record) to 8 (BenchmarkDecodeBatch, bench/RESULTS.md).
 func (d *Decoder) DecodeBatch(payloads []byte, stride, n int, vals []Value) {
 	nf := len(d.fields)
 	if n == 0 || nf == 0 {
 		return
 	}
-	if stride < d.bytes() || len(payloads) < (n-1)*stride+d.bytes() || len(vals) < n*nf {
+	if stride < d.span || len(payloads) < (n-1)*stride+d.span || len(vals) < n*nf {
 		panic(fmt.Sprintf("hookgen: DecodeBatch: %d records of %d bytes (%d-byte layout) in %d payload bytes and %d values",
-			n, stride, d.bytes(), len(payloads), len(vals)))
+			n, stride, d.span, len(payloads), len(vals)))
 	}
 	// The bounds are checked above: the loops step pointers, with no
 	// check per record (indexed, the checks cost as much as the loads).
@@ -508,15 +510,6 @@ func (c fieldCodec) set(v *Value, u uint64) {
 	default:
 		v.F = math.Float64frombits(u)
 	}
-}
-
-// bytes is the payload bytes the layout's fields span.
-func (d *Decoder) bytes() int {
-	b := 0
-	for _, c := range d.fields {
-		b = max(b, int(c.offset)+int(c.size))
-	}
-	return b
 }
 
 // Decode unpacks payload into out: one record's values from Values, which

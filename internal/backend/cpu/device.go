@@ -29,8 +29,7 @@ type device struct {
 	m       *hookgen.Module
 	ordinal int
 	mod     C.hk_cpu_module
-	arena   unsafe.Pointer   // Module.Arena: the control words, then context blocks
-	ctl     unsafe.Pointer   // the control words, Module.CtlWords uint64: the arena's first
+	arena   unsafe.Pointer   // Module.Arena: the control words (Module.CtlWords uint64), then context blocks
 	slots   []unsafe.Pointer // per hook, N*SlotWords uint64
 	holes   []unsafe.Pointer // per hook, N uint32
 	close   sync.Once
@@ -51,7 +50,6 @@ func (d *device) allocate() error {
 		return fmt.Errorf("cpu backend: device %d: out of memory for the control words and context blocks (%d bytes)", d.ordinal, a.Bytes)
 	}
 	C.memset(d.arena, 0, C.size_t(a.Bytes))
-	d.ctl = d.arena
 	var slotAddrs, holeAddrs []uintptr
 	for _, h := range d.m.Hooks {
 		// An aggregate-only hook has no record words; keep one so that
@@ -84,7 +82,7 @@ func (d *device) allocate() error {
 }
 
 func (d *device) ctlWord(i int) *uint64 {
-	return (*uint64)(unsafe.Add(d.ctl, 8*i))
+	return (*uint64)(unsafe.Add(d.arena, 8*i)) // the arena opens with the control words
 }
 
 func (d *device) Ordinal() int   { return d.ordinal }
@@ -269,7 +267,7 @@ func (d *device) Close() error {
 			C.free(p)
 		}
 		C.free(d.arena)
-		d.blocks, d.extra, d.arena, d.ctl = nil, nil, nil, nil
+		d.blocks, d.extra, d.arena = nil, nil, nil
 		d.blockMu.Unlock()
 		d.slots, d.holes = nil, nil
 	})

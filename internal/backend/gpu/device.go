@@ -34,13 +34,12 @@ type Device struct {
 	funcSets []byte   // the function-id sets' bytes, written into every block, also those made later
 	aggCells []byte   // one block's cells, read by ReadAgg
 
-	// The arena (Module.Arena) holds the control words and then as many
-	// context blocks as fit; a block that does not fit gets an allocation of
-	// its own (extra), where the profile records nothing. arenaAlloc is the
-	// allocation the arena was aligned in.
+	// The arena (Module.Arena) opens with the control words and then holds
+	// as many context blocks as fit; a block that does not fit gets an
+	// allocation of its own (extra), where the profile records nothing.
+	// arenaAlloc is the allocation the arena was aligned in.
 	arena, arenaAlloc uint64
 	extra             []uint64
-	ctl               uint64 // the control words: the arena's first bytes
 
 	host  []unsafe.Pointer // host-mapped allocations, freed at Close
 	slots [][]uint64
@@ -83,7 +82,7 @@ func (d *Device) load(imgs *archImages) error {
 	if err != nil {
 		return err
 	}
-	if err := d.writeCtx(slotsDev, holesDev); err != nil {
+	if err := d.makeArena(slotsDev, holesDev); err != nil {
 		return err
 	}
 	return d.loadClock(imgs.clock)
@@ -116,9 +115,9 @@ func (d *Device) allocHookBuffers() (slotsDev, holesDev []uintptr, err error) {
 	return slotsDev, holesDev, nil
 }
 
-// writeCtx allocates the arena (the control words, then the context blocks)
+// makeArena allocates the arena (the control words, then the context blocks)
 // and makes communicator 0's block.
-func (d *Device) writeCtx(slotsDev, holesDev []uintptr) error {
+func (d *Device) makeArena(slotsDev, holesDev []uintptr) error {
 	if err := d.allocArena(); err != nil {
 		return err
 	}
@@ -147,7 +146,6 @@ func (d *Device) allocArena() error {
 	}
 	d.arenaAlloc = p
 	d.arena = (p + uint64(n) - 1) &^ uint64(n-1)
-	d.ctl = d.arena
 	return nil
 }
 
@@ -271,7 +269,7 @@ func (d *Device) ReadCtl(dst []uint64) error {
 	if len(dst) < n {
 		return fmt.Errorf("gpu backend: ReadCtl needs %d words, got %d", n, len(dst))
 	}
-	return shutdown(d.d.CopyDtoH(asBytes(dst[:n]), d.ctl, d.stream))
+	return shutdown(d.d.CopyDtoH(asBytes(dst[:n]), d.arena, d.stream)) // the arena opens with the control words
 }
 
 // shutdown marks an error of a driver that is shutting down (process exit)
@@ -290,7 +288,7 @@ func (d *Device) WriteLimit(h int, limit uint64) error {
 		return fmt.Errorf("gpu backend: WriteLimit: hook %d of %d", h, H)
 	}
 	w := []uint64{limit}
-	return d.d.CopyHtoD(d.ctl+uint64(8*(H+h)), asBytes(w), d.stream)
+	return d.d.CopyHtoD(d.arena+uint64(8*(H+h)), asBytes(w), d.stream)
 }
 
 // ReadAgg copies every communicator's aggregation cells from its context

@@ -198,8 +198,8 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 	// them in it: one page for a record hook's header and head.
 	// what the record hooks compute: devCtx masked to the arena's alignment.
 	A := uint64(m.Arena.Bytes)
-	if d.ctl != d.arena || d.arena%A != 0 || uint64(d.Ctx())&^(A-1) != d.ctl || uint64(d.Ctx()) != d.ctl+uint64(m.Arena.CtlBytes) {
-		t.Errorf("control words at %#x, block at %#x, arena at %#x of %d bytes", d.ctl, d.Ctx(), d.arena, A)
+	if d.arena%A != 0 || uint64(d.Ctx())&^(A-1) != d.arena || uint64(d.Ctx()) != d.arena+uint64(m.Arena.CtlBytes) {
+		t.Errorf("block at %#x, arena (the control words) at %#x of %d bytes", d.Ctx(), d.arena, A)
 	}
 	if dev, comm := le.Uint32(ctx[16*H:]), le.Uint32(ctx[16*H+4:]); dev != 3 || comm != 0 {
 		t.Errorf("ctx device %d comm %d, want 3 and 0", dev, comm)
@@ -226,7 +226,7 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 	}
 
 	// Control words: heads at ctl[h], limits at ctl[H+h].
-	ctl, err := fd.at(d.ctl, 8*m.CtlWords())
+	ctl, err := fd.at(d.arena, 8*m.CtlWords())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestDeviceLayoutOnAFakeDriver(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := block(p)
-		if le.Uint32(b[16*H+4:]) != uint32(comm) || string(b[:16*H]) != string(ctx[:16*H]) || uint64(p)&^(A-1) != d.ctl {
+		if le.Uint32(b[16*H+4:]) != uint32(comm) || string(b[:16*H]) != string(ctx[:16*H]) || uint64(p)&^(A-1) != d.arena {
 			t.Errorf("communicator %d: header % x", comm, b[:m.CtxBytes()])
 		}
 	}
