@@ -19,6 +19,7 @@ func (d *Drainer) deliverLoop() {
 		case <-d.stop:
 			return
 		case <-d.wake:
+			cpu := d.deliverCPU.start()
 			d.deliverMu.Lock()
 			for _, dv := range *d.devices.Load() {
 				for _, k := range dv.consumers {
@@ -29,6 +30,7 @@ func (d *Drainer) deliverLoop() {
 				}
 			}
 			d.deliverMu.Unlock()
+			d.deliverCPU.done(cpu)
 		case <-tick.C:
 			d.deliverMu.Lock()
 			d.dump(false)

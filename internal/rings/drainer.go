@@ -73,6 +73,10 @@ type Options struct {
 	TornTimeout  time.Duration // see DefaultTornTimeout
 	HoleGrace    time.Duration // see DefaultHoleGrace
 	Batch        int           // records per Sink.Records call (1024)
+	// StageCPU measures the CPU time of the poller's passes and of the
+	// deliverer's deliveries (StageCPU), at two thread-clock reads per
+	// pass and per delivery: for the bench.
+	StageCPU bool
 }
 
 const funcCacheSize = 4096
@@ -96,11 +100,14 @@ type Drainer struct {
 	devices atomic.Pointer[[]*device] // copy on write under passMu
 	closed  bool                      // under passMu
 
-	wake    chan struct{}
-	stop    chan struct{}
-	done    sync.WaitGroup
-	closing sync.Once
-	summary Summary
+	wake chan struct{}
+	stop chan struct{}
+	// pollCPU, deliverCPU: Options.StageCPU.
+	pollCPU, deliverCPU stageClock
+	wakes               atomic.Int64 // the deliverer woken by the poller (Wakes)
+	done                sync.WaitGroup
+	closing             sync.Once
+	summary             Summary
 
 	// Delivery side, under deliverMu.
 	dumps int
@@ -141,6 +148,7 @@ func NewDrainer(opts Options) *Drainer {
 		names:     map[uint32]string{},
 		nameCache: new([funcCacheSize]*string),
 	}
+	d.pollCPU.on, d.deliverCPU.on = opts.StageCPU, opts.StageCPU
 	d.devices.Store(&[]*device{})
 	d.done.Add(2)
 	go d.pollLoop()

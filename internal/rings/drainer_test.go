@@ -639,3 +639,50 @@ func idleHeadReads(t *testing.T, ov config.Overflow, start uint64) {
 	}
 	t.Logf("%d head reads in %v idle", reads, spell.Round(time.Millisecond))
 }
+
+type lockedSink struct {
+	mu *sync.Mutex
+	s  sinks.Sink
+}
+
+func (l lockedSink) Records(r []sinks.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Records(r)
+}
+func (l lockedSink) Dump(x *sinks.Dump) error { return l.s.Dump(x) }
+func (l lockedSink) Close() error             { return l.s.Close() }
+
+// Options.StageCPU measures the CPU of the poller's passes and of the
+// deliverer's deliveries; without it both stay zero.
+func TestStageCPU(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		m := testModule(testHook("all", 1<<16, config.OverwriteOldest))
+		dev := newFakeDevice(0, m)
+		sink := &countingSink{}
+		var mu sync.Mutex
+		d := NewDrainer(Options{Sink: lockedSink{&mu, sink}, RingCapacity: 1 << 16, DumpInterval: time.Hour, StageCPU: on})
+		if err := d.Add(dev, m); err != nil {
+			t.Fatal(err)
+		}
+		for range 50_000 {
+			pos, _ := dev.reserve(0)
+			dev.write(0, pos, testPayload(pos), 6, 0)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			n := sink.n
+			mu.Unlock()
+			if n == 50_000 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		poll, deliver := d.StageCPU()
+		d.Close()
+		if on != (poll > 0) || on != (deliver > 0) || poll > time.Minute || deliver > time.Minute {
+			t.Errorf("StageCPU %v: poller %v, deliverer %v", on, poll, deliver)
+		}
+	}
+}

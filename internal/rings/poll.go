@@ -44,6 +44,7 @@ func (d *Drainer) pollLoop() {
 				continue
 			}
 		}
+		cpu := d.pollCPU.start()
 		d.passMu.Lock()
 		began := time.Now()
 		var res passResult
@@ -57,6 +58,7 @@ func (d *Drainer) pollLoop() {
 			lastFull = began
 		}
 		d.passMu.Unlock()
+		d.pollCPU.done(cpu)
 		// Busy: at the rate this pass found, some buffer would fill by
 		// busyFill or more before a pass that began one poll interval
 		// after this one ended; come back at once rather than let it
@@ -188,6 +190,7 @@ func pause(d time.Duration) {
 func (d *Drainer) wakeDeliverer() {
 	select {
 	case d.wake <- struct{}{}:
+		d.wakes.Add(1)
 	default:
 	}
 }
