@@ -640,6 +640,70 @@ func idleHeadReads(t *testing.T, ov config.Overflow, start uint64) {
 	t.Logf("%d head reads in %v idle", reads, spell.Round(time.Millisecond))
 }
 
+// With no dump due, every record of a burst reaches the sink shortly after
+// it: a pass that leaves the poller idle hands what it found to the
+// deliverer, whatever the ring holds (deliverEarly waits for an eighth).
+func TestBurstDeliveredWithoutADump(t *testing.T) {
+	const slots, n = 1 << 16, 100_000
+	m := testModule(testHook("all", slots, config.OverwriteOldest))
+	dev := newFakeDevice(0, m)
+	sink := &countingSink{}
+	var mu sync.Mutex
+	d := NewDrainer(Options{Sink: lockedSink{&mu, sink}, FuncName: testFuncName, RingCapacity: 4 * slots, DumpInterval: time.Hour})
+	defer d.Close()
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	payload := testPayload(1)
+	delivered := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return sink.n
+	}
+	for _, burst := range []int{n, 100, 1} { // the last two below any threshold
+		want := delivered() + burst
+		for range burst {
+			pos, _ := dev.reserve(0)
+			dev.write(0, pos, payload, 6, 0)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for delivered() < want && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if got := delivered(); got != want {
+			t.Fatalf("burst of %d: %d records delivered in 5 s without a dump, want %d", burst, got, want)
+		}
+	}
+}
+
+// A pass wakes the deliverer for a ring once it holds an eighth of its
+// capacity (and a batch), not for every run it puts there: a busy poller
+// passes every 20-70 us, and each wake-up is a thread woken and put back to
+// sleep on both sides.
+func TestDeliverEarlyWaitsForAnEighthOfTheRing(t *testing.T) {
+	for _, c := range []struct {
+		ring, batch, records int
+		wake                 bool
+	}{
+		{1 << 16, 1024, 8191, false},
+		{1 << 16, 1024, 8192, true},
+		{1 << 16, 16384, 8192, false}, // a batch larger than an eighth
+		{1 << 16, 16384, 16384, true},
+		{1024, 1024, 1023, false}, // a small ring: a batch
+		{1024, 1024, 1024, true},
+	} {
+		d := &Drainer{opts: Options{Batch: c.batch}, wake: make(chan struct{}, 1)}
+		k := &consumer{ring: NewRing(c.ring, 8)}
+		for i := range c.records {
+			k.ring.Push(uint64(i), make([]byte, 8))
+		}
+		d.deliverEarly(k)
+		if woke := len(d.wake) == 1; woke != c.wake || d.Wakes() != int64(len(d.wake)) {
+			t.Errorf("ring of %d, batch %d, %d records: woke %v (%d counted), want %v", c.ring, c.batch, c.records, woke, d.Wakes(), c.wake)
+		}
+	}
+}
+
 type lockedSink struct {
 	mu *sync.Mutex
 	s  sinks.Sink
