@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/ncclhooks/ncclhooks/internal/abi"
 	"github.com/ncclhooks/ncclhooks/internal/cuda"
@@ -304,4 +305,43 @@ func TestHookKernelsReserveTheBudget(t *testing.T) {
 		t.Errorf("%s has %d registers: %d blocks of %d threads exceed a multiprocessor's %d (maxBlocksPerSM)", kernelHarness, n, maxBlocksPerSM, threadsPerBlock, registersPerSM)
 	}
 	t.Logf("registers on %s (%s): %v", f.dev.Name, f.dev.Arch(), regs)
+}
+
+// The bench's hand-written region hook writes each event's record at the
+// event's own position, 2 * workCounter + phase, in its channel's region:
+// every word stamped with the position + 1, the chunks the event's fields.
+func TestRegionHookWritesEachEventAtItsPosition(t *testing.T) {
+	f := gpuFixture(t)
+	r, err := LoadRegionHook(f.dev, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// 64 work items per channel: positions 0-127, inside one lap.
+	cfg := Config{Comms: 1, Channels: 8, Launches: 2, Batches: 8, ItemsPerBatch: 4, BytesPerItem: 1024,
+		FuncIDs: []uint32{3, 5}, Replays: 1, LogEvents: true}
+	res, err := f.h.Run(r.Hook, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := unsafe.Slice((*uint64)(r.host), regionHookBytes/8)
+	checked := 0
+	for _, ev := range res.Events[0] {
+		pos := 2*ev.WorkCounter + uint64(ev.Phase)
+		if pos >= regionSlots {
+			t.Fatalf("event %+v: position %d is past the region's first lap", ev, pos)
+		}
+		slot := words[6*(uint64(ev.ChannelID)*regionSlots+pos):][:6]
+		want := []uint32{uint32(ev.Timestamp), uint32(ev.Timestamp >> 32), uint32(ev.WorkCounter), uint32(ev.WorkCounter >> 32),
+			ev.FuncID, uint32(ev.ChannelID) | uint32(ev.Phase)<<8}
+		for i, w := range slot {
+			if w != uint64(uint32(pos+1))<<32|uint64(want[i]) {
+				t.Fatalf("event %+v: word %d of its slot is %#x, want stamp %d and chunk %#x", ev, i, w, pos+1, want[i])
+			}
+		}
+		checked++
+	}
+	if want := 2 * 8 * 64; checked != want {
+		t.Fatalf("checked %d events, want %d", checked, want)
+	}
 }

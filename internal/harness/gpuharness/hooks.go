@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/ncclhooks/ncclhooks/internal/cuda"
 )
@@ -84,6 +85,34 @@ func (h *CountingHook) Reset() error {
 // Close frees the counters and unloads the module.
 func (h *CountingHook) Close() error {
 	return errors.Join(h.stream.Destroy(), h.dev.Free(h.Ctx), h.ModuleHook.Close())
+}
+
+// RegionHook is the bench's hand-written record of the region design
+// (regionHookSource), with its regions in host-mapped memory, as the
+// plugin's record buffers are.
+type RegionHook struct {
+	ModuleHook
+	host unsafe.Pointer
+}
+
+// LoadRegionHook compiles and loads the region hook and allocates its
+// regions.
+func LoadRegionHook(dev *cuda.Device, cache *cuda.Cache) (*RegionHook, error) {
+	h, err := loadHook(dev, cache, "region", regionHookSource)
+	if err != nil {
+		return nil, err
+	}
+	r := &RegionHook{ModuleHook: *h}
+	if r.host, r.Ctx, err = dev.HostAlloc(regionHookBytes); err != nil {
+		return nil, errors.Join(err, h.Close())
+	}
+	return r, nil
+}
+
+// Close unloads the module and frees the regions. No kernel may call the
+// hook any more.
+func (h *RegionHook) Close() error {
+	return errors.Join(h.ModuleHook.Close(), h.dev.FreeHost(h.host))
 }
 
 // loadHook compiles src, which must define ncclhooks_entry and

@@ -228,6 +228,32 @@ extern "C" __device__ void ncclhooks_entry(const ncclProfilerDevEvent_t* ev, voi
 }
 ` + entryResolvers
 
+// regionHookSource is the record path of the region design, written by
+// hand for the bench (not what hookgen generates): an all-events record whose
+// position is the event's own, 2 * workCounter + phase, in a region of
+// regionSlots slots per channel at a constant offset from ctx, stored with
+// three 16-byte stores and nothing loaded but the event. ctx is host-mapped
+// memory of 64 such regions (regionHookBytes).
+var regionHookSource = eventDecl + `
+extern "C" __device__ void ncclhooks_entry(const ncclProfilerDevEvent_t* event, void* ctx) {
+  const ncclProfilerDevEvent_t ev = *event;
+  const u64 pos = 2 * ev.workCounter + ev.phase;
+  u64* slot = (u64*)ctx + 6 * ((u64)(ev.channelId % 64u) * ` + strconv.Itoa(regionSlots) + `ULL + pos % ` + strconv.Itoa(regionSlots) + `ULL);
+  const u64 st = (u64)(u32)(pos + 1) << 32;
+  const u32 c5 = (u32)ev.channelId | ((u32)ev.phase << 8);
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" : : "l"(slot), "l"(st | (u32)ev.timestamp), "l"(st | (u32)(ev.timestamp >> 32)) : "memory");
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" : : "l"(slot + 2), "l"(st | (u32)ev.workCounter), "l"(st | (u32)(ev.workCounter >> 32)) : "memory");
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" : : "l"(slot + 4), "l"(st | ev.funcId), "l"(st | c5) : "memory");
+}
+` + entryResolvers
+
+// regionSlots is the region hook's slots per channel; regionHookBytes, the
+// memory of its 64 channels' regions (48-byte slots).
+const (
+	regionSlots     = 1024
+	regionHookBytes = 64 * regionSlots * 48
+)
+
 // entryResolvers publish a hook module's entry address two ways: the
 // ncclhooks_entry_ptr variable of the module contract (typed: NVRTC refuses
 // a (void*) cast of a function as dynamic initialisation) and a one-thread
