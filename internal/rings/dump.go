@@ -92,7 +92,10 @@ func (d *Drainer) Flush(final bool) {
 	d.passMu.Lock()
 	closed := d.closed
 	if !closed {
-		d.passAll(false, nil)
+		// deliverMu is held, so the deliverer cannot empty a ring this
+		// pass fills: a full one is delivered here rather than its records
+		// refused (ring_full), as at Close.
+		d.passAll(false, func(k *consumer) { d.deliver(k, ^uint64(0)) })
 	}
 	d.passMu.Unlock()
 	if !closed {
