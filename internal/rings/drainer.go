@@ -31,11 +31,7 @@ const (
 	// DefaultHoleGrace is how long a position that looks like a hole whose
 	// stamp a later hole replaced waits for a late writer.
 	DefaultHoleGrace = 20 * time.Microsecond
-	// DefaultBatch: a batch's records and decoded values (240 bytes a
-	// record for all-events) stay in the deliverer's first-level cache; at
-	// 1024 they did not, and delivering took 11% more a record (4096: 20%;
-	// BenchmarkDeliver).
-	DefaultBatch = 256
+	DefaultBatch     = 1024
 )
 
 // The poller is busy for a poll interval after a pass at whose rate some
@@ -76,7 +72,7 @@ type Options struct {
 	RingCapacity int
 	TornTimeout  time.Duration // see DefaultTornTimeout
 	HoleGrace    time.Duration // see DefaultHoleGrace
-	Batch        int           // records per Sink.Records call (DefaultBatch)
+	Batch        int           // records per Sink.Records call (1024)
 	// StageCPU measures the CPU time of the poller's passes and of the
 	// deliverer's deliveries (StageCPU), at two thread-clock reads per
 	// pass and per delivery: for the bench.
