@@ -159,10 +159,9 @@ type pass struct {
 	// (the final drain, when nobody else consumes the rings).
 	makeRoom func(*consumer)
 	drop     func(k *consumer, s stage, n uint64)
-	// wake, when set, is told of each run put in a ring: it wakes the
-	// deliverer once the ring holds enough records (deliverEarly), so that
-	// a long pass (a backlog) does not keep them from it until it ends.
-	wake func(*consumer)
+	// wake, when set, tells the deliverer that records are in a ring: a
+	// long pass (a backlog) does not keep them from it until it ends.
+	wake func()
 }
 
 // drain decides positions [pos, head) in order (docs/ARCHITECTURE.md,
@@ -250,7 +249,7 @@ func (k *consumer) takeRuns(end uint64, ps *pass) (decided uint64, pushed bool) 
 			k.pos += n
 			pushed = true
 			if ps.wake != nil {
-				ps.wake(k)
+				ps.wake()
 			}
 			continue
 		}

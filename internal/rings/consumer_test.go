@@ -198,7 +198,7 @@ func TestLightPassDecidesByStampsAlone(t *testing.T) {
 	dev := newFakeDevice(0, m)
 	k := consumerFor(t, dev, 64)
 	d := drops{}
-	ps := &pass{now: time.Now(), tornTimeout: time.Second, holeGrace: time.Hour, drop: d.note, wake: func(*consumer) {}}
+	ps := &pass{now: time.Now(), tornTimeout: time.Second, holeGrace: time.Hour, drop: d.note, wake: func() {}}
 	for range 5 { // records 0..4
 		p, _ := dev.reserve(0)
 		dev.write(0, p, testPayload(p), 6, 0)

@@ -79,11 +79,6 @@ func (d *Drainer) pollLoop() {
 			busyUntil = now.Add(d.opts.PollInterval)
 		}
 		busy = now.Before(busyUntil)
-		if !busy && res.pushed {
-			// Idle passes come at most every poll interval: each hands
-			// what it found to the deliverer (busy ones: deliverEarly).
-			d.wakeDeliverer()
-		}
 		switch {
 		case busy:
 			continue
@@ -191,19 +186,6 @@ func pause(d time.Duration) {
 	}
 }
 
-// deliverEarly wakes the deliverer during a pass, or during a busy spell of
-// passes, once k's ring holds an eighth of its capacity (and a batch): the
-// other passes wake it only as the poller goes idle. At 50 M events/s a busy
-// poller passes every 20-70 us, and a wake-up per pass (a futex wake and a
-// sleep each side) is tens of thousands of thread wake-ups a second for a
-// batch or two each; an eighth of a 65536-record ring is 160 us of events at
-// that rate, and leaves the deliverer the other seven eighths to catch up.
-func (d *Drainer) deliverEarly(k *consumer) {
-	if uint64(k.ring.Len()) >= max(uint64(d.opts.Batch), uint64(k.ring.Cap()/8)) {
-		d.wakeDeliverer()
-	}
-}
-
 // wakeDeliverer has the deliverer look at the rings, without waiting.
 func (d *Drainer) wakeDeliverer() {
 	select {
@@ -244,12 +226,12 @@ func (all *passResult) add(k *consumer, r passResult) {
 }
 
 // newPass starts a pass; outside the final one it wakes the deliverer as it
-// fills the rings (deliverEarly).
+// fills the rings.
 func (d *Drainer) newPass(final bool, makeRoom func(*consumer)) *pass {
 	ps := &pass{now: time.Now(), tornTimeout: d.opts.TornTimeout, holeGrace: d.opts.HoleGrace,
 		final: final, makeRoom: makeRoom, drop: d.noteDrop}
 	if !final {
-		ps.wake = d.deliverEarly
+		ps.wake = d.wakeDeliverer
 	}
 	return ps
 }
