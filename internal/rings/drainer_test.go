@@ -640,6 +640,41 @@ func idleHeadReads(t *testing.T, ov config.Overflow, start uint64) {
 	t.Logf("%d head reads in %v idle", reads, spell.Round(time.Millisecond))
 }
 
+// With no dump due, every record of a burst reaches the sink shortly after
+// it, however few: the passes wake the deliverer, not only the dumps.
+func TestBurstDeliveredWithoutADump(t *testing.T) {
+	const slots, n = 1 << 16, 100_000
+	m := testModule(testHook("all", slots, config.OverwriteOldest))
+	dev := newFakeDevice(0, m)
+	sink := &countingSink{}
+	var mu sync.Mutex
+	d := NewDrainer(Options{Sink: lockedSink{&mu, sink}, FuncName: testFuncName, RingCapacity: 4 * slots, DumpInterval: time.Hour})
+	defer d.Close()
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	payload := testPayload(1)
+	delivered := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return sink.n
+	}
+	for _, burst := range []int{n, 100, 1} { // the last two below any threshold
+		want := delivered() + burst
+		for range burst {
+			pos, _ := dev.reserve(0)
+			dev.write(0, pos, payload, 6, 0)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for delivered() < want && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if got := delivered(); got != want {
+			t.Fatalf("burst of %d: %d records delivered in 5 s without a dump, want %d", burst, got, want)
+		}
+	}
+}
+
 type lockedSink struct {
 	mu *sync.Mutex
 	s  sinks.Sink
