@@ -19,7 +19,7 @@ func (d *Drainer) deliverLoop() {
 		case <-d.stop:
 			return
 		case <-d.wake:
-			cpu := d.deliverCPU.start()
+			cpu := d.stageStart()
 			d.deliverMu.Lock()
 			for _, dv := range *d.devices.Load() {
 				for _, k := range dv.consumers {
@@ -30,7 +30,7 @@ func (d *Drainer) deliverLoop() {
 				}
 			}
 			d.deliverMu.Unlock()
-			d.deliverCPU.done(cpu)
+			d.stageDone(&d.deliverCPU, cpu)
 		case <-tick.C:
 			d.deliverMu.Lock()
 			d.dump(false)

@@ -102,8 +102,8 @@ type Drainer struct {
 
 	wake chan struct{}
 	stop chan struct{}
-	// pollCPU, deliverCPU: Options.StageCPU.
-	pollCPU, deliverCPU stageClock
+	// pollCPU, deliverCPU: the stages' CPU in ns (Options.StageCPU).
+	pollCPU, deliverCPU atomic.Int64
 	wakes               atomic.Int64 // the deliverer woken by the poller (Wakes)
 	done                sync.WaitGroup
 	closing             sync.Once
@@ -148,7 +148,6 @@ func NewDrainer(opts Options) *Drainer {
 		names:     map[uint32]string{},
 		nameCache: new([funcCacheSize]*string),
 	}
-	d.pollCPU.on, d.deliverCPU.on = opts.StageCPU, opts.StageCPU
 	d.devices.Store(&[]*device{})
 	d.done.Add(2)
 	go d.pollLoop()

@@ -44,7 +44,7 @@ func (d *Drainer) pollLoop() {
 				continue
 			}
 		}
-		cpu := d.pollCPU.start()
+		cpu := d.stageStart()
 		d.passMu.Lock()
 		began := time.Now()
 		var res passResult
@@ -58,7 +58,7 @@ func (d *Drainer) pollLoop() {
 			lastFull = began
 		}
 		d.passMu.Unlock()
-		d.pollCPU.done(cpu)
+		d.stageDone(&d.pollCPU, cpu)
 		// Busy: at the rate this pass found, some buffer would fill by
 		// busyFill or more before a pass that began one poll interval
 		// after this one ended; come back at once rather than let it

@@ -11,30 +11,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// stageClock adds up the thread CPU time of the sections it measures. A
-// section runs on one thread (start locks the goroutine to it until done),
-// so the difference of the thread's clock is that section's CPU, its system
-// calls included. Between sections (sleeps, wake-ups, the scheduler) is not
-// counted: that is the process's CPU less both stages.
-type stageClock struct {
-	on bool
-	ns atomic.Int64
-}
-
-// start begins a section; pass what it returns to done.
-func (c *stageClock) start() int64 {
-	if !c.on {
+// stageStart begins a section whose thread CPU time stageDone adds to a
+// stage's total (Options.StageCPU; without it both do nothing). The section
+// runs on one thread (stageStart locks the goroutine to it until
+// stageDone), so the difference of the thread's clock is that section's CPU,
+// its system calls included. Between sections (sleeps, wake-ups, the
+// scheduler) is not counted: that is the process's CPU less both stages.
+func (d *Drainer) stageStart() int64 {
+	if !d.opts.StageCPU {
 		return 0
 	}
 	runtime.LockOSThread()
 	return threadCPU()
 }
 
-func (c *stageClock) done(t0 int64) {
-	if !c.on {
+func (d *Drainer) stageDone(total *atomic.Int64, t0 int64) {
+	if !d.opts.StageCPU {
 		return
 	}
-	c.ns.Add(threadCPU() - t0)
+	total.Add(threadCPU() - t0)
 	runtime.UnlockOSThread()
 }
 
@@ -50,7 +45,7 @@ func threadCPU() int64 {
 // deliveries (decoding, the sink's calls) have taken so far, with
 // Options.StageCPU; zero without it.
 func (d *Drainer) StageCPU() (poll, deliver time.Duration) {
-	return time.Duration(d.pollCPU.ns.Load()), time.Duration(d.deliverCPU.ns.Load())
+	return time.Duration(d.pollCPU.Load()), time.Duration(d.deliverCPU.Load())
 }
 
 // Wakes is how many times the poller has woken the deliverer.
