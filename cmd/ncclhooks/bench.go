@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,7 +196,7 @@ func (b *bench) loadProfiles(profiles []string) ([]*loadedProfile, error) {
 // hookCost measures the cost per call of the counting hook and the profiles'
 // hooks against the nop hook, and prints what the profiles' drains saw.
 func (b *bench) hookCost(h *gpuharness.Harness, handWritten []gpuharness.Hook, loaded []*loadedProfile) error {
-	hooks := handWritten
+	hooks := slices.Clone(handWritten)
 	for _, lp := range loaded {
 		hooks = append(hooks, lp.hook())
 	}

@@ -95,7 +95,7 @@ func (d *Drainer) Flush(final bool) {
 		// deliverMu is held, so the deliverer cannot empty a ring this
 		// pass fills: a full one is delivered here rather than its records
 		// refused (ring_full), as at Close.
-		d.passAll(false, func(k *consumer) { d.deliver(k, ^uint64(0)) })
+		d.passAll(false, d.deliverAll)
 	}
 	d.passMu.Unlock()
 	if !closed {
@@ -117,7 +117,7 @@ func (d *Drainer) Close() Summary {
 		d.closed = true
 		// The deliverer is gone and deliverMu is held: empty a full ring
 		// into the sink instead of refusing records at teardown.
-		d.passAll(true, func(k *consumer) { d.deliver(k, ^uint64(0)) })
+		d.passAll(true, d.deliverAll)
 		d.passMu.Unlock()
 		d.summary = Summary{Stats: d.dump(true).Stats}
 	})
@@ -137,10 +137,15 @@ func (d *Drainer) Settle() Summary {
 		d.passMu.Unlock()
 		return d.summary
 	}
-	d.passAll(true, func(k *consumer) { d.deliver(k, ^uint64(0)) })
+	d.passAll(true, d.deliverAll)
 	d.passMu.Unlock()
 	return Summary{Stats: d.dump(true).Stats}
 }
+
+// deliverAll empties k's ring into the sink: the makeRoom of the passes
+// that run with deliverMu held (Flush, Close, Settle), during which the
+// deliverer cannot.
+func (d *Drainer) deliverAll(k *consumer) { d.deliver(k, ^uint64(0)) }
 
 // Summary is the final statistics of a drainer, one entry per hook per device.
 type Summary struct {
