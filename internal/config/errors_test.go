@@ -119,7 +119,7 @@ func TestBrokenProfiles(t *testing.T) {
 		{"unknown overflow policy", header + "  - name: h\n    fields: [phase]\n    buffer:\n      overflow: wrap\n",
 			[]string{`7:17: buffer.overflow must be drop_newest or overwrite_oldest; got "wrap"`}},
 		{"buffer not a mapping", header + "  - name: h\n    fields: [phase]\n    buffer: 4096\n",
-			[]string{`6:13: buffer must be a mapping with keys slots, overflow; got "4096"`}},
+			[]string{`6:13: buffer must be a mapping with keys slots, overflow, positions; got "4096"`}},
 		{"unknown field", header + "  - name: h\n    fields: [bogus]\n",
 			[]string{`5:14: unknown field "bogus"; known: ` + knownFields}},
 		{"unknown field lists lets", header + "  - name: h\n    let: [{name: us, expr: duration / 1000}]\n    fields: [u]\n",

@@ -137,7 +137,7 @@ func storableList() string {
 
 func (d *doc) buffer(v *yaml.Node, b *Buffer) {
 	b.Pos = d.pos(v)
-	m, ok := d.mapping(v, "buffer", "slots", "overflow")
+	m, ok := d.mapping(v, "buffer", "slots", "overflow", "positions")
 	if !ok {
 		return
 	}
@@ -152,6 +152,16 @@ func (d *doc) buffer(v *yaml.Node, b *Buffer) {
 			b.Overflow = s
 		default:
 			d.errorf(n, "buffer.overflow must be %s or %s; got %s", DropNewest, OverwriteOldest, describe(n))
+		}
+	}
+	b.PositionsPos = b.Pos
+	if n := m.get("positions"); n != nil {
+		b.PositionsPos = d.pos(n)
+		switch s := Positions(n.Value); {
+		case n.Kind == yaml.ScalarNode && (s == PositionsShared || s == PositionsWork):
+			b.Positions = s
+		default:
+			d.errorf(n, "buffer.positions must be %s or %s; got %s", PositionsShared, PositionsWork, describe(n))
 		}
 	}
 }

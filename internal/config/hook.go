@@ -25,7 +25,7 @@ func (d *doc) hook(n *yaml.Node) *Hook {
 	h := &Hook{
 		Enabled: true,
 		Sample:  1,
-		Buffer:  Buffer{Slots: DefaultSlots, Overflow: DropNewest, Pos: d.pos(n)},
+		Buffer:  Buffer{Slots: DefaultSlots, Overflow: DropNewest, Positions: PositionsShared, Pos: d.pos(n), PositionsPos: d.pos(n)},
 		Pos:     d.pos(n),
 		NamePos: d.pos(n),
 	}

@@ -463,6 +463,7 @@ func (l *loader) checkProfile(p *Profile) {
 	if hs := p.EnabledHooks(); len(hs) > MaxHooks {
 		l.errs.add(hs[MaxHooks].NamePos, "this is the profile's enabled hook number %d; at most %d may be enabled (each runs on every event inside NCCL's kernels): merge hooks, as one hook can record fields and several aggregates, or disable some with enabled: false", MaxHooks+1, MaxHooks)
 	}
+	checkWorkPositions(p, &l.errs)
 	cells := 0
 	for _, h := range p.EnabledHooks() {
 		for _, a := range h.Aggregates {

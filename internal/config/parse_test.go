@@ -117,7 +117,7 @@ func TestParseFullProfile(t *testing.T) {
 					{Name: "slow", Source: "slow", Type: Bool, Pos: at(19, 9)},
 					{Name: "cyc", Source: "cyc", Type: U32, Pos: at(20, 9)},
 				},
-				Buffer: Buffer{Slots: 1024, Overflow: OverwriteOldest, Pos: at(22, 7)},
+				Buffer: Buffer{Slots: 1024, Overflow: OverwriteOldest, Positions: PositionsShared, Pos: at(22, 7), PositionsPos: at(22, 7)},
 				Aggregates: []*Aggregate{
 					{Name: "calls", Kind: AggCount, By: []string{"funcId", "channelId"}, Pos: at(25, 9)},
 					{Name: "total", Kind: AggSum, Value: x("dur_us", F64, at(26, 41)), Pos: at(26, 9)},
@@ -133,7 +133,7 @@ func TestParseFullProfile(t *testing.T) {
 				Enabled: false,
 				Sample:  1,
 				Fields:  []*Field{{Name: "smid", Source: "smid", Type: U32, Pos: at(32, 14)}},
-				Buffer:  Buffer{Slots: DefaultSlots, Overflow: DropNewest, Pos: at(30, 5)},
+				Buffer:  Buffer{Slots: DefaultSlots, Overflow: DropNewest, Positions: PositionsShared, Pos: at(30, 5), PositionsPos: at(30, 5)},
 				Pos:     at(30, 5),
 				NamePos: at(30, 11),
 			},

@@ -57,12 +57,32 @@ const (
 	OverwriteOldest Overflow = "overwrite_oldest"
 )
 
+// Positions says where a record's position comes from.
+type Positions string
+
+const (
+	// PositionsShared: a counter of the device's, one returning atomic a
+	// record (the default).
+	PositionsShared Positions = "shared"
+	// PositionsWork: the event itself, 2 x workCounter + phase, in a
+	// region of the buffer per (communicator, channel): no atomic and no
+	// load (checkWorkPositions says what such a hook may use).
+	PositionsWork Positions = "work"
+)
+
 // Buffer is the per-device record buffer of one hook.
 type Buffer struct {
-	Slots    int // power of two, MinSlots..MaxSlots; default 4096
-	Overflow Overflow
-	Pos      Pos
+	Slots     int // power of two, MinSlots..MaxSlots; default 4096
+	Overflow  Overflow
+	Positions Positions // default PositionsShared
+	Pos       Pos
+	// PositionsPos is where positions was given (Pos when it was not).
+	PositionsPos Pos
 }
+
+// RegionChannels is the number of regions a buffer with work positions is
+// split into, one per NCCL channel (NCCL's MAXCHANNELS).
+const RegionChannels = 64
 
 // Buffer size limits.
 const (

@@ -17,6 +17,14 @@ func Generate(p *config.Profile) (*Module, error) {
 	if len(hooks) == 0 {
 		return nil, fmt.Errorf("%s: profile %q has no enabled hook; enable at least one", p.Pos, p.Name)
 	}
+	for _, h := range hooks {
+		if h.Buffer.Positions == config.PositionsWork {
+			// Work in progress (config checks the rules; the record path,
+			// the blocks and the drain's region cursors are not wired in):
+			// refused rather than generated with shared positions.
+			return nil, fmt.Errorf("%s: hook %q: buffer.positions: work is not generated yet; use positions: shared", h.Buffer.PositionsPos, h.Name)
+		}
+	}
 	m := &Module{Profile: p}
 	for i, h := range hooks {
 		info, err := hookInfo(i, h)

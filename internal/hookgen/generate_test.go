@@ -318,3 +318,16 @@ func TestFuncSetBits(t *testing.T) {
 		}
 	}
 }
+
+// Work positions are checked by config but not generated yet: Generate
+// refuses them at their position rather than generating shared positions.
+func TestWorkPositionsAreRefusedForNow(t *testing.T) {
+	p, err := config.Parse("p.yaml", []byte("version: 1\nname: t\nhooks:\n  - name: all\n    fields: [phase]\n"+
+		"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hookgen.Generate(p); err == nil || !strings.Contains(err.Error(), "p.yaml:6:66: hook \"all\": buffer.positions: work is not generated yet") {
+		t.Fatalf("Generate: %v", err)
+	}
+}

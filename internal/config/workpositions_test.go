@@ -1,0 +1,78 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A hook with positions: work is accepted when it records every event from
+// the event's own values and comm, overwriting the oldest records, and every
+// other rule is refused at its place with what to do.
+func TestWorkPositions(t *testing.T) {
+	const good = "  - name: all\n    fields: [timestamp, workCounter, funcId, channelId, phase, comm, smid]\n" +
+		"    buffer: {slots: 65536, overflow: overwrite_oldest, positions: work}\n"
+	p, err := Parse("p.yaml", []byte(header+good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := p.Hooks[0].Buffer; b.Positions != PositionsWork || b.PositionsPos.Line != 6 || b.PositionsPos.Col != 67 {
+		t.Fatalf("buffer %+v, want work positions given at 6:67", b)
+	}
+	if p, err := Parse("p.yaml", []byte(header+"  - {name: h, fields: [phase]}\n")); err != nil || p.Hooks[0].Buffer.Positions != PositionsShared {
+		t.Fatalf("default positions: %v, %v", err, p)
+	}
+	for _, tt := range []struct {
+		name, src string
+		want      []string
+	}{
+		{"drop_newest",
+			"  - name: h\n    fields: [phase]\n    buffer: {slots: 1024, overflow: drop_newest, positions: work}\n",
+			[]string{`6:61: hook "h": positions: work needs overflow: overwrite_oldest (keeping the oldest records would need the drain's position, a load)`}},
+		{"too few slots",
+			"  - name: h\n    fields: [phase]\n    buffer: {slots: 512, overflow: overwrite_oldest, positions: work}\n",
+			[]string{`6:65: hook "h": positions: work splits buffer.slots over NCCL's 64 channels: give at least 1024 slots, not 512`}},
+		{"when",
+			"  - name: h\n    when: phase == STOP\n    fields: [phase]\n    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{`5:11: hook "h": positions: work records every event, and a when would leave positions unwritten: record every event and filter in the report, or use positions: shared`}},
+		{"sample",
+			"  - name: h\n    sample: 1/8\n    fields: [phase]\n    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{`4:5: hook "h": positions: work records every event, and sample would leave positions unwritten: use positions: shared`}},
+		{"aggregate and no fields",
+			"  - name: h\n    aggregate: [{name: n, kind: count}]\n    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{
+				`5:17: hook "h": positions: work keeps no aggregates (the communicator's block is host memory): aggregate in a profile of its own`,
+				`6:66: hook "h": positions: work places records, and this hook has no fields`}},
+		{"device state through a let and a field",
+			"  - name: h\n    let: [{name: d, expr: duration / 2}, {name: x, expr: \"d + 1\"}]\n    fields: [x, cudaDev]\n" +
+				"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{
+				`5:27: hook "h": duration (in let d) is not available with positions: work: pairing keeps each START in device memory and loads it at STOP`,
+				`6:17: hook "h": cudaDev (in fields) is not available with positions: work: the device ordinal is in the context block's header, a load`}},
+		{"a function-name test",
+			"  - name: h\n    let: [{name: ar, expr: 'func startsWith \"AllReduce\"'}]\n    fields: [ar]\n" +
+				"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{`5:29: hook "h": positions: work cannot test function names (in let ar): the function-id sets are in the context block; record funcId and filter in the report`}},
+		{"mixed with a shared hook",
+			good + "  - {name: lat, fields: [phase]}\n",
+			[]string{`7:5: hook "lat" uses positions: shared, and hook "all" (p.yaml:6:67) positions: work: every enabled hook of a profile must use work positions, or none`}},
+		{"not one of the two",
+			"  - name: h\n    fields: [phase]\n    buffer: {positions: counter}\n",
+			[]string{`6:25: buffer.positions must be shared or work; got "counter"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse("p.yaml", []byte(header+tt.src))
+			var list ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("Parse: %v, want an ErrorList", err)
+			}
+			var got []string
+			for _, e := range list {
+				got = append(got, strings.TrimPrefix(e.Error(), "p.yaml:"))
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}

@@ -1,0 +1,146 @@
+package rings
+
+import "sync/atomic"
+
+// Work-counter positions (work in progress, not wired into the drainer): the
+// drain side of the region design measured in bench/RESULTS.md (seventh
+// session). A hook that takes a record's position from the event itself,
+// 2 x workCounter + phase, writes it into the region of its (communicator,
+// channel), at slot position mod n, with no counter to reserve it and no
+// load: NCCL runs a (communicator, channel) on one block at a time, so a
+// region has one writer, and every work item reports START and STOP once,
+// so the positions of a region follow each other from the first one,
+// regionFirst. A STOP is written when its work item ends, after the STARTs
+// of the items batched with it, so positions land out of order within a
+// batch (at most 64 items, 128 positions), and a STOP can come seconds after
+// the START that follows it.
+//
+// Without a head there is nothing to say that a position was reserved and
+// not written, so no torn timeout applies: a position is decided when its
+// record is complete (emitted), when a later lap's stamp is in its slot
+// (overwritten), or when the hooks no longer run (settle: torn if a later
+// position of the region was written, else it never happened).
+
+// regionFirst is a region's first position: NCCL's work counter starts at
+// 1 in every (communicator, channel), and its START comes first.
+const regionFirst = 2
+
+// regionCursor decides the positions of one region in order.
+type regionCursor struct {
+	slots []uint64 // n slots of c words
+	n     uint64   // slots, a power of two
+	c     int      // words per slot
+	pos   uint64   // the next undecided position
+
+	records, overwritten, torn uint64
+}
+
+func newRegionCursor(slots []uint64, n uint64, c int) *regionCursor {
+	return &regionCursor{slots: slots, n: n, c: c, pos: regionFirst}
+}
+
+// decided is how many positions the cursor has decided.
+func (r *regionCursor) decided() uint64 { return r.pos - regionFirst }
+
+// take decides what the stamps decide from pos on, in order: runs of
+// complete records go into ring (as many as it has room for), positions
+// whose slot holds a later lap are overwritten. It stops at the first
+// position not completely written, and returns how many it decided.
+func (r *regionCursor) take(ring *Ring) uint64 {
+	from := r.pos
+	for {
+		if n := r.emitRun(ring); n > 0 {
+			continue
+		}
+		if !r.lapped() {
+			break
+		}
+		r.overwritten++
+		r.pos++
+	}
+	return r.pos - from
+}
+
+// lapped reports whether some word of pos's slot holds a later lap's stamp:
+// pos's record, written or not, is gone.
+func (r *regionCursor) lapped() bool {
+	base := int(r.pos&(r.n-1)) * r.c
+	s := uint32(r.pos + 1)
+	for i := range r.c {
+		if newer(uint32(loadWord(r.slots, base+i)>>32), s, r.n) {
+			return true
+		}
+	}
+	return false
+}
+
+func loadWord(w []uint64, i int) uint64 { return atomic.LoadUint64(&w[i]) }
+
+// emitRun copies the run of complete records from pos into ring, a stretch
+// that wraps neither the region nor the ring at a time (copyRecords), and
+// publishes them under their positions.
+func (r *regionCursor) emitRun(ring *Ring) uint64 {
+	room := ring.Free()
+	n := uint64(0)
+	for n < room {
+		p := r.pos + n
+		j := p & (r.n - 1)
+		i := (ring.head.Load() + n) & ring.mask
+		want := min(room-n, r.n-j, ring.mask+1-i)
+		got := copyRecords(ring.seqs[i:i+want], ring.payloads[int(i)*ring.stride:int(i+want)*ring.stride],
+			r.slots[int(j)*r.c:int(j+want)*r.c], p, r.c)
+		n += got
+		if got < want {
+			break
+		}
+	}
+	if n > 0 {
+		ring.Publish(n)
+		r.pos += n
+		r.records += n
+	}
+	return n
+}
+
+// last is the latest position written in the region, or false when none
+// is at pos or past it: a slot's stamp names its position, which lies in
+// [pos, pos + 2^31) when it is one the cursor has not decided.
+func (r *regionCursor) last() (uint64, bool) {
+	s := uint32(r.pos + 1)
+	var ahead uint32
+	found := false
+	for j := 0; j < int(r.n); j++ {
+		for i := range r.c {
+			x := uint32(loadWord(r.slots, j*r.c+i) >> 32)
+			if d := x - s; x != 0 && d < 1<<31 {
+				// Each word: a slot being written shows the new stamp
+				// in some words only.
+				ahead, found = max(ahead, d), true
+			}
+		}
+	}
+	return r.pos + uint64(ahead), found
+}
+
+// settle decides every position up to the last one written, once the hooks
+// no longer run: complete records are emitted (makeRoom empties a full
+// ring), later laps overwritten, the rest torn (its writer stopped, or it
+// never came while later positions did). Positions past the last written
+// one never happened and stay undecided.
+func (r *regionCursor) settle(ring *Ring, makeRoom func()) {
+	end, ok := r.last()
+	if !ok {
+		return
+	}
+	for r.pos <= end {
+		if r.take(ring) > 0 {
+			continue
+		}
+		if ring.Free() == 0 {
+			makeRoom()
+			continue
+		}
+		r.torn++
+		r.pos++
+	}
+}
