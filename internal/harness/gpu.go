@@ -28,7 +28,7 @@ func emitGPU(comms []*comm, devices int, cfg Config) (map[int][]Event, map[int]u
 		Graph:         cfg.Graph,
 		Replays:       cfg.Replays,
 		LogEvents:     cfg.Verify,
-		CounterStride: 1 << 40,
+		CounterStride: counterStride, // communicator k starts at firstCounter(k)
 	}
 	type out struct {
 		res *gpuharness.Result

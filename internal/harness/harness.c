@@ -136,7 +136,7 @@ static void* runChannel(void* arg) {
     clockCost = (nowNs() - t) / 64;
   }
   pthread_barrier_wait(&startLine);
-  uint64_t counter = c->counterBase;
+  uint64_t counter = c->counterBase; // the first item's: never 0, as in NCCL
   int logged = 0;
   // The work's result stays in a register until the end. Stored into *c
   // after every item, it made the work up to 1.6x slower in some processes,

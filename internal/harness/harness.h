@@ -21,7 +21,7 @@ typedef struct {
   void* hook;      // ncclProfilerDevHook_t, kept as a data pointer for cgo
   void* ctx;
   int channel;
-  uint64_t counterBase;
+  uint64_t counterBase; // the first work item's workCounter (1 or above, as NCCL's)
   int items;       // work items
   int batch;       // START for `batch` items, work, then their STOPs
   int workFloats;  // floats summed per work item

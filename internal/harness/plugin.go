@@ -136,7 +136,7 @@ type cpuChannel struct {
 	Hook, Ctx   uintptr
 	Comm        int // the communicator's index on its device
 	Channel     int
-	CounterBase uint64
+	CounterBase uint64 // the first work item's counter (firstCounter: never 0)
 	Items       int
 	Batch       int
 	WorkFloats  int

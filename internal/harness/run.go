@@ -145,6 +145,18 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	return s, nil
 }
 
+// counterStride keeps the communicators' (channel, workCounter) pairs apart,
+// so that a record traces back to the one event that produced it: NCCL's
+// counters are per communicator, so they would repeat.
+const counterStride = 1 << 40
+
+// firstCounter is the work counter of communicator k's first work item on
+// each of its channels: k*counterStride + 1, since NCCL's per-(communicator,
+// channel) workCounter starts at 1 (a record mode that takes positions from
+// it, 2*workCounter + phase, drains from 2: an item at 0 would never drain).
+// The GPU harness starts at the same (gpuharness.Config.FirstCounter).
+func firstCounter(k int) uint64 { return uint64(k)*counterStride + 1 }
+
 // emitCPU runs every channel of every communicator as its own thread, all
 // at once, so communicators on one device race on the same channel ids.
 func emitCPU(comms []*comm, cfg Config) (map[int][]Event, map[int]uint64, time.Duration, error) {
@@ -155,7 +167,7 @@ func emitCPU(comms []*comm, cfg Config) (map[int][]Event, map[int]uint64, time.D
 			chs = append(chs, cpuChannel{
 				Hook: c.hook, Ctx: c.ctx, Comm: c.index,
 				Channel:     ch,
-				CounterBase: uint64(c.index) << 40, // NCCL's counters are per communicator: keep them apart
+				CounterBase: firstCounter(c.index),
 				Items:       cfg.Items,
 				Batch:       cfg.Batch,
 				WorkFloats:  cfg.WorkFloats,

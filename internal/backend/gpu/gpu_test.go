@@ -119,7 +119,7 @@ func loadCompiled(t *testing.T, comp *Compiled) *played {
 }
 
 // run plays blocks channels of n work items each (n a multiple of 4), with
-// channelId = block, workCounter = item and funcId = 7.
+// channelId = block, workCounter = item + 1 (NCCL counts from 1) and funcId = 7.
 func (p *played) run(t *testing.T, blocks, n int) {
 	t.Helper()
 	cfg := gpuharness.Config{Comms: 1, Channels: blocks, Launches: 1, Batches: n / 4, ItemsPerBatch: 4,
@@ -197,7 +197,7 @@ func TestGPUGeneratedHookCalledFromAnotherModule(t *testing.T) {
 	var want []rec
 	for b := range blocks {
 		for i := range n {
-			want = append(want, rec{uint64(b), uint64(i), 0}, rec{uint64(b), uint64(i), 1})
+			want = append(want, rec{uint64(b), uint64(i) + 1, 0}, rec{uint64(b), uint64(i) + 1, 1})
 		}
 	}
 	less := func(s []rec) func(i, j int) bool {

@@ -79,7 +79,8 @@ extern "C" __attribute__((visibility("default"))) const char* ncclProfilerDevFun
 constexpr int kThreads = 256;
 
 // Per-channel state that outlives a launch, like NCCL's channel workCounter:
-// it lives in device memory so graph replays continue it too.
+// it lives in device memory so graph replays continue it too. workCounter
+// starts at firstCounter, never 0, as NCCL's.
 struct Channel {
   uint64_t workCounter;  // next work item's counter
   uint64_t batches;      // batches run so far (picks the funcId)
@@ -441,6 +442,12 @@ static bool parseArgs(int argc, char** argv) {
   return true;
 }
 
+// The counter of communicator k's first work item on each channel: NCCL's
+// per-(communicator, channel) workCounter starts at 1 (a record mode that
+// takes positions from it, 2*workCounter + phase, drains from 2), and k << 40
+// keeps the communicators' (channel, workCounter) pairs apart.
+static uint64_t firstCounter(int k) { return ((uint64_t)k << 40) + 1; }
+
 // Allocates and fills one communicator's device state.
 static bool setupComm(Comm& c) {
   const int C = opt.channels;
@@ -461,7 +468,7 @@ static bool setupComm(Comm& c) {
   c.liveSeed.resize((size_t)C * LIVE);
   for (size_t j = 0; j < c.liveSeed.size(); j++) c.liveSeed[j] = mix32(((uint64_t)(c.index + 1) << 56) ^ j);
   std::vector<Channel> chans(C);
-  for (Channel& ch : chans) ch = Channel{(uint64_t)c.index << 40, 0, 0};
+  for (Channel& ch : chans) ch = Channel{firstCounter(c.index), 0, 0};
 
   void *chansD, *logD, *srcD, *dstD, *liveD, *mixD;
   const size_t workBytes = nWork ? nWork * 4 : 4;
@@ -532,7 +539,7 @@ static void checkComm(Comm& c, bool* dataOk, bool* liveOk, unsigned long long* e
     if (E)
       for (int j = 0; j < LIVE; j++) want = want * 31u + v[j];
     const Channel& s = chans[ch];
-    const Channel w{((uint64_t)c.index << 40) + (uint64_t)opt.items * E, nBatches * E, perRun * E};
+    const Channel w{firstCounter(c.index) + (uint64_t)opt.items * E, nBatches * E, perRun * E};
     if (mix[ch] != want || s.workCounter != w.workCounter || s.batches != w.batches || s.logged != w.logged) {
       fprintf(stderr,
               "caller: comm %d channel %d: live mix %#x want %#x; workCounter %#llx want %#llx; batches %llu want "

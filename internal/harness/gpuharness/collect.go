@@ -22,7 +22,7 @@ func (r *run) collect(res *Result) error {
 		var items, emitted uint64
 		perChannel := make([]uint64, cfg.Channels)
 		for ch := range cfg.Channels {
-			it := binary.LittleEndian.Uint64(state[ch*channelStateBytes:]) - uint64(i)*cfg.CounterStride
+			it := binary.LittleEndian.Uint64(state[ch*channelStateBytes:]) - cfg.FirstCounter(i) // the next counter, less the first
 			perChannel[ch] = binary.LittleEndian.Uint64(state[ch*channelStateBytes+8:])
 			if want := cfg.ItemsPerComm() / uint64(cfg.Channels); it != want {
 				return fmt.Errorf("harness: communicator %d channel %d ran %d work items, want %d", i, ch, it, want)

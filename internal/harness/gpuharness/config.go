@@ -35,10 +35,11 @@ type Config struct {
 	// LogEvents keeps a device copy of every event passed to the hook so
 	// that the host can check them (Result.Events). Off for benchmarks.
 	LogEvents bool
-	// CounterStride starts communicator i's work counters at i*CounterStride
-	// (0: every communicator counts from 0, as NCCL's do). A stride keeps the
-	// communicators' (channel, workCounter) pairs apart, so a record can be
-	// traced back to the one event that produced it.
+	// CounterStride starts communicator i's work counters at
+	// i*CounterStride + 1 (FirstCounter; 0: every communicator counts from
+	// 1, as NCCL's do). A stride keeps the communicators' (channel,
+	// workCounter) pairs apart, so a record can be traced back to the one
+	// event that produced it.
 	CounterStride uint64
 	// EventRate paces the kernels to about this many events per second on
 	// the device, all communicators together (0: as fast as the work goes).
@@ -115,6 +116,12 @@ func (c *Config) FuncID(comm, launch, batch int) uint32 {
 func (c *Config) funcOffset(comm, launch int) int {
 	return (comm + launch*c.Batches) % len(c.FuncIDs)
 }
+
+// FirstCounter is the work counter of communicator comm's first work item
+// on every channel. NCCL's per-(communicator, channel) workCounter starts at
+// 1, and a record mode that takes positions from it (2*workCounter + phase)
+// drains from position 2: an item at 0 would never be drained.
+func (c *Config) FirstCounter(comm int) uint64 { return uint64(comm)*c.CounterStride + 1 }
 
 // ItemsPerComm is the number of work items each communicator runs.
 func (c *Config) ItemsPerComm() uint64 {

@@ -72,6 +72,23 @@ func TestEventCounts(t *testing.T) {
 	}
 }
 
+// NCCL's work counters start at 1: so do every communicator's, with or
+// without a stride between them.
+func TestFirstCounterIsNeverZero(t *testing.T) {
+	cfg := DefaultConfig()
+	for comm := range cfg.Comms {
+		if got := cfg.FirstCounter(comm); got != 1 {
+			t.Errorf("no stride: communicator %d starts at %d, want 1", comm, got)
+		}
+	}
+	cfg.CounterStride = 1 << 40
+	for comm := range cfg.Comms {
+		if got, want := cfg.FirstCounter(comm), uint64(comm)<<40+1; got != want || uint32(got) != 1 {
+			t.Errorf("stride 1<<40: communicator %d starts at %#x, want %#x (low 32 bits 1)", comm, got, want)
+		}
+	}
+}
+
 func TestBatchPeriodMeetsRate(t *testing.T) {
 	cfg := Config{Comms: 4, Channels: 16, ItemsPerBatch: 4, EventRate: 20e6}
 	// 4 comms x 16 channels x 4 items x 2 events = 512 events per batch period.

@@ -83,7 +83,7 @@ func TestRunCountsExactly(t *testing.T) {
 		cfg  Config
 	}{
 		{"streams", Config{Comms: 4, Channels: 8, Launches: 2, Batches: 16, ItemsPerBatch: 4, BytesPerItem: 32 << 10,
-			FuncIDs: []uint32{3, 7, 11}, Replays: 2, LogEvents: true}},
+			FuncIDs: []uint32{3, 7, 11}, Replays: 2, LogEvents: true, CounterStride: 1 << 40}}, // emitGPU's stride
 		{"graph replays", Config{Comms: 3, Channels: 16, Launches: 3, Batches: 8, ItemsPerBatch: 2, BytesPerItem: 64 << 10,
 			FuncIDs: []uint32{1, 2, 3, 4, 5}, Graph: true, Replays: 5, LogEvents: true}},
 		{"large items", Config{Comms: 2, Channels: 4, Launches: 1, Batches: 4, ItemsPerBatch: 2, BytesPerItem: 2 << 20,
@@ -116,9 +116,10 @@ func TestRunCountsExactly(t *testing.T) {
 }
 
 // checkEvents checks the logged events against the configuration: per
-// (communicator, channel) every work counter from 0 appears once at START
-// and once at STOP, in order, with the batch's function id and rising
-// timestamps; and all communicators were running at one same moment.
+// (communicator, channel) every work counter from FirstCounter (never 0, as
+// in NCCL) appears once at START and once at STOP, in order, with the
+// batch's function id and rising timestamps; and all communicators were
+// running at one same moment.
 func checkEvents(t *testing.T, cfg *Config, res *Result) {
 	t.Helper()
 	if len(res.Events) != cfg.Comms {
@@ -131,7 +132,8 @@ func checkEvents(t *testing.T, cfg *Config, res *Result) {
 			t.Fatalf("communicator %d logged %d events, want %d", comm, len(evs), cfg.EventsPerComm())
 		}
 		type key struct{ ch, phase uint8 }
-		next := map[key]uint64{} // next expected work counter
+		wc0 := cfg.FirstCounter(comm)
+		seen := map[key]uint64{} // work items so far: the next work counter is wc0 + seen
 		lastTS := map[uint8]uint64{}
 		startTS := map[[2]uint64]uint64{}
 		first, last := ^uint64(0), uint64(0)
@@ -140,12 +142,12 @@ func checkEvents(t *testing.T, cfg *Config, res *Result) {
 			if int(ev.ChannelID) >= cfg.Channels || ev.Phase > abi.PhaseStop {
 				t.Fatalf("communicator %d: bad event %+v", comm, ev)
 			}
-			if ev.WorkCounter != next[k] {
-				t.Fatalf("communicator %d channel %d phase %d: work counter %d, want %d (monotonic, no repeats across launches and replays)",
-					comm, ev.ChannelID, ev.Phase, ev.WorkCounter, next[k])
+			if want := wc0 + seen[k]; ev.WorkCounter != want {
+				t.Fatalf("communicator %d channel %d phase %d: work counter %d, want %d (from %d, monotonic, no repeats across launches and replays)",
+					comm, ev.ChannelID, ev.Phase, ev.WorkCounter, want, wc0)
 			}
-			next[k]++
-			batch := ev.WorkCounter / uint64(cfg.ItemsPerBatch) // batches run so far on this channel
+			seen[k]++
+			batch := (ev.WorkCounter - wc0) / uint64(cfg.ItemsPerBatch) // batches run so far on this channel
 			launch := int(batch/uint64(cfg.Batches)) % cfg.Launches
 			if want := cfg.FuncID(comm, launch, int(batch%uint64(cfg.Batches))); ev.FuncID != want {
 				t.Fatalf("communicator %d channel %d work %d: funcId %d, want %d", comm, ev.ChannelID, ev.WorkCounter, ev.FuncID, want)
@@ -164,7 +166,7 @@ func checkEvents(t *testing.T, cfg *Config, res *Result) {
 		}
 		for ch := range cfg.Channels {
 			for _, ph := range []uint8{abi.PhaseStart, abi.PhaseStop} {
-				if got := next[key{uint8(ch), ph}]; got != itemsPerChannel {
+				if got := seen[key{uint8(ch), ph}]; got != itemsPerChannel {
 					t.Errorf("communicator %d channel %d phase %d: %d work items, want %d", comm, ch, ph, got, itemsPerChannel)
 				}
 			}
@@ -317,7 +319,8 @@ func TestRegionHookWritesEachEventAtItsPosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	// 64 work items per channel: positions 0-127, inside one lap.
+	// 64 work items per channel, work counters 1-64: positions 2-129, inside
+	// one lap.
 	cfg := Config{Comms: 1, Channels: 8, Launches: 2, Batches: 8, ItemsPerBatch: 4, BytesPerItem: 1024,
 		FuncIDs: []uint32{3, 5}, Replays: 1, LogEvents: true}
 	res, err := f.h.Run(r.Hook, cfg)
@@ -328,6 +331,9 @@ func TestRegionHookWritesEachEventAtItsPosition(t *testing.T) {
 	checked := 0
 	for _, ev := range res.Events[0] {
 		pos := 2*ev.WorkCounter + uint64(ev.Phase)
+		if pos < 2 {
+			t.Fatalf("event %+v: position %d, before the first work item's (2): the counters must start at 1", ev, pos)
+		}
 		if pos >= regionSlots {
 			t.Fatalf("event %+v: position %d is past the region's first lap", ev, pos)
 		}

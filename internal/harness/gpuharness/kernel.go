@@ -86,7 +86,8 @@ struct alignas(16) vec4 { u32 x, y, z, w; };
 
 // Per (communicator, channel) state kept on the device, so that further
 // launches and CUDA graph replays continue the work counter instead of
-// repeating it (a graph replays its kernel parameters unchanged).
+// repeating it (a graph replays its kernel parameters unchanged). The host
+// starts workCounter at Config.FirstCounter, 1 or above, as NCCL's.
 struct ChannelState {
   u64 workCounter; // next work item's counter
   u64 emitted;     // events passed to the hook so far
@@ -178,9 +179,10 @@ extern "C" __global__ void ncclhooks_harness_fill(u32* p, u64 n, u32 seed) {
 }
 
 // ncclhooks_hook_cost: thread 0 of each block calls the hook calls times
-// back to back, building a fresh event each time as NCCL would, and records
-// the loop's duration in ns (%globaltimer) and SM cycles (clock64) in
-// out[2*block], out[2*block+1]. Calls within a block are serial, so this is
+// back to back, building a fresh event each time as NCCL would (START and
+// STOP of work counters 1, 2, ...), and records the loop's duration in ns
+// (%globaltimer) and SM cycles (clock64) in out[2*block], out[2*block+1].
+// Calls within a block are serial, so this is
 // the latency the hook adds to NCCL's thread 0. It is allocated at least
 // NCCL's registers (reserveHookRegisters; bench prints ptxas's "Used").
 extern "C" __global__ void ncclhooks_hook_cost(ncclProfilerDevHook_t hook, void* ctx, int calls,
@@ -194,7 +196,7 @@ extern "C" __global__ void ncclhooks_hook_cost(ncclProfilerDevHook_t hook, void*
   const long long c0 = clock64();
   for (int k = 0; k < calls; k++) {
     ev.timestamp = globaltimer();
-    ev.workCounter = (u64)(k >> 1);
+    ev.workCounter = (u64)(k >> 1) + 1; // from 1, as NCCL's: a position-from-counter record drains from 2
     ev.funcId = funcIds[f];
     ev.channelId = (u8)channel;
     ev.phase = (u8)(k & 1);

@@ -85,14 +85,13 @@ func (r *run) setup() error {
 		if c.state, err = r.alloc(cfg.Channels * channelStateBytes); err != nil {
 			return err
 		}
-		if base := uint64(i) * cfg.CounterStride; base != 0 {
-			st := make([]byte, cfg.Channels*channelStateBytes)
-			for ch := range cfg.Channels {
-				binary.LittleEndian.PutUint64(st[ch*channelStateBytes:], base)
-			}
-			if err := dev.CopyHtoD(c.state, st, c.stream); err != nil {
-				return fmt.Errorf("harness: setting communicator %d's counters: %w", i, err)
-			}
+		// Every channel's first work item is FirstCounter (never 0, as in NCCL).
+		st := make([]byte, cfg.Channels*channelStateBytes)
+		for ch := range cfg.Channels {
+			binary.LittleEndian.PutUint64(st[ch*channelStateBytes:], cfg.FirstCounter(i))
+		}
+		if err := dev.CopyHtoD(c.state, st, c.stream); err != nil {
+			return fmt.Errorf("harness: setting communicator %d's counters: %w", i, err)
 		}
 		if cfg.LogEvents {
 			if c.log, err = r.alloc(cfg.Channels * int(cfg.logCap()) * abi.DevEventSize); err != nil {

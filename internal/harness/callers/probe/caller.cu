@@ -36,8 +36,8 @@ extern "C" __global__ void caller(ncclProfilerDevHook_t hook, void* ctx, int n, 
   for (int j = 0; j < LIVE; j++) v[j] = data[(j * 256 + threadIdx.x) % 4096];
   for (int i = 0; i < n; i++) {
     if (threadIdx.x == 0) {
-      ncclProfilerDevEvent_t ev;
-      ev.timestamp = gtimer(); ev.workCounter = i / 2; ev.funcId = 3; ev.channelId = blockIdx.x; ev.phase = i & 1; ev.rsvd = 0;
+      ncclProfilerDevEvent_t ev; // work counters from 1, as NCCL's
+      ev.timestamp = gtimer(); ev.workCounter = i / 2 + 1; ev.funcId = 3; ev.channelId = blockIdx.x; ev.phase = i & 1; ev.rsvd = 0;
       hook(&ev, ctx);
       atomicAdd(emitted, 1ULL);
     }
