@@ -33,6 +33,15 @@ type Device interface {
 	// aggregation cells and function-id sets are its own. The blocks live
 	// until Close.
 	CommCtx(comm int) (uintptr, error)
+	// Comms is how many communicators have a context block (CommCtx).
+	Comms() int
+	// Regions is a host-readable view of hook h's regions in communicator
+	// comm's block, for a module whose hooks take positions from the work
+	// counter (hookgen.Module.Work): config.RegionChannels regions of
+	// HookInfo.RegionSlots slots of SlotWords words, back to back. It is
+	// nil for other modules and for a communicator without a block. Read
+	// it only with atomic loads.
+	Regions(comm, h int) []uint64
 	// Slots is a host-readable view of hook h's N*SlotWords record words.
 	// Read it only with atomic loads: the producers write it concurrently.
 	Slots(h int) []uint64

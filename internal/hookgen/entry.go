@@ -76,7 +76,12 @@ func (g *generator) hook(info *HookInfo) error {
 		w.printf("/* ======== hook %s (%s) ======== */\n", comment(fmt.Sprintf("%q", h.Name)), g.at.pos(h.Pos))
 		w.printf("HK_FN void %s(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {\n", g.fns[info.Index])
 		header, early := needsHeader(h, used)
-		if !header && len(h.Aggregates) == 0 && !usesFuncSets(h) {
+		if info.Work {
+			// Its block has no header: comm is devCtx's low bits.
+			header = false
+			t.names["comm"] = cexpr{"((hk_i64)HK_COMM(blk))", kindInt}
+		}
+		if !header && len(h.Aggregates) == 0 && !usesFuncSets(h) && !info.Work {
 			w.printf("  (void)blk;\n")
 		}
 		w.printf("  (void)dv;\n")

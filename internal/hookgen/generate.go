@@ -17,14 +17,6 @@ func Generate(p *config.Profile) (*Module, error) {
 	if len(hooks) == 0 {
 		return nil, fmt.Errorf("%s: profile %q has no enabled hook; enable at least one", p.Pos, p.Name)
 	}
-	for _, h := range hooks {
-		if h.Buffer.Positions == config.PositionsWork {
-			// Work in progress (config checks the rules; the record path,
-			// the blocks and the drain's region cursors are not wired in):
-			// refused rather than generated with shared positions.
-			return nil, fmt.Errorf("%s: hook %q: buffer.positions: work is not generated yet; use positions: shared", h.Buffer.PositionsPos, h.Name)
-		}
-	}
 	m := &Module{Profile: p}
 	for i, h := range hooks {
 		info, err := hookInfo(i, h)
@@ -32,6 +24,13 @@ func Generate(p *config.Profile) (*Module, error) {
 			return nil, err
 		}
 		m.Hooks = append(m.Hooks, info)
+	}
+	// config admits work positions for every enabled hook or for none.
+	m.Work = m.Hooks[0].Work
+	for _, h := range m.Hooks {
+		if h.Work != m.Work {
+			return nil, fmt.Errorf("%s: hook %q: every enabled hook of a profile must use positions: work, or none", h.Hook.Buffer.PositionsPos, h.Name)
+		}
 	}
 	funcSets := map[ast.Node]int{}
 	for _, h := range hooks {
@@ -64,6 +63,16 @@ func hookInfo(index int, h *config.Hook) (*HookInfo, error) {
 		return nil, fmt.Errorf("%s: hook %q: buffer slots %d is not a power of two", h.Buffer.Pos, h.Name, n)
 	}
 	info := &HookInfo{Index: index, Name: h.Name, Slots: n, Overflow: h.Buffer.Overflow, Hook: h}
+	if h.Buffer.Positions == config.PositionsWork {
+		info.Work = true
+		info.RegionSlots = n / config.RegionChannels
+		if info.RegionSlots < config.MinSlots {
+			return nil, fmt.Errorf("%s: hook %q: positions: work needs at least %d slots, not %d", h.Buffer.PositionsPos, h.Name, config.RegionChannels*config.MinSlots, n)
+		}
+		if h.Buffer.Overflow != config.OverwriteOldest {
+			return nil, fmt.Errorf("%s: hook %q: positions: work needs overflow: %s", h.Buffer.PositionsPos, h.Name, config.OverwriteOldest)
+		}
+	}
 	off := 0
 	for _, f := range h.Fields {
 		if f.Type.Bytes() == 0 {

@@ -319,15 +319,46 @@ func TestFuncSetBits(t *testing.T) {
 	}
 }
 
-// Work positions are checked by config but not generated yet: Generate
-// refuses them at their position rather than generating shared positions.
-func TestWorkPositionsAreRefusedForNow(t *testing.T) {
-	p, err := config.Parse("p.yaml", []byte("version: 1\nname: t\nhooks:\n  - name: all\n    fields: [phase]\n"+
-		"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n"))
+// Work positions: each hook's regions back to back in a block aligned for
+// the communicator's index, and a record path with no atomic, no load of
+// the header or a limit, and its position from the event.
+func TestWorkPositions(t *testing.T) {
+	p, err := config.Parse("p.yaml", []byte("version: 1\nname: t\nhooks:\n  - name: a\n    fields: [phase, comm]\n"+
+		"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n"+
+		"  - name: b\n    fields: [timestamp]\n    buffer: {slots: 4096, overflow: overwrite_oldest, positions: work}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := hookgen.Generate(p); err == nil || !strings.Contains(err.Error(), "p.yaml:6:66: hook \"all\": buffer.positions: work is not generated yet") {
-		t.Fatalf("Generate: %v", err)
+	m, err := hookgen.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Work || m.Hooks[0].RegionSlots != 16 || m.Hooks[1].RegionSlots != 64 || m.Arena.Bound {
+		t.Fatalf("work %v, region slots %d and %d, arena bound %v", m.Work, m.Hooks[0].RegionSlots, m.Hooks[1].RegionSlots, m.Arena.Bound)
+	}
+	want := []int{0, 8 * m.RegionWords(0)}
+	if !slices.Equal(m.Block.Regions, want) || m.Block.Bytes != 8*(m.RegionWords(0)+m.RegionWords(1)) || m.Block.Bytes%hookgen.WorkBlockAlign != 0 {
+		t.Fatalf("regions at %v (want %v), block %d bytes", m.Block.Regions, want, m.Block.Bytes)
+	}
+	for _, s := range []string{
+		"#define HK_BLOCK_REGIONS_1 16384 /* hook \"b\": 64 regions of 64 slots of 2 words */",
+		"const hk_u64 pos = 2ULL * ev->workCounter + (hk_u64)(ev->phase & 1u);",
+		"((hk_u64)(ev->channelId & 63u) * 16ULL + (pos & 15ULL)) * 2ULL;",
+		"(hk_u64)(hk_u32)((hk_i64)HK_COMM(blk))",
+	} {
+		if !strings.Contains(m.Source, s) {
+			t.Errorf("the source lacks %q", s)
+		}
+	}
+	for _, s := range []string{"hk_fetch_inc", "HK_CTL", "hk_load", "cxc"} {
+		if strings.Contains(m.Source[strings.Index(m.Source, "module symbols"):], s) {
+			t.Errorf("a work-positions hook uses %q", s)
+		}
+	}
+	if _, err := hookgen.WorkCtx(4096*3, hookgen.WorkMaxComms); err == nil || !strings.Contains(err.Error(), "communicator 4096 gets no hook") {
+		t.Errorf("WorkCtx past the last index: %v", err)
+	}
+	if ctx, err := hookgen.WorkCtx(4096*3, 7); err != nil || ctx != 4096*3+7 {
+		t.Errorf("WorkCtx = %#x, %v", ctx, err)
 	}
 }

@@ -38,7 +38,13 @@ type Module struct {
 	AggWords int
 	Block    BlockLayout // one communicator's context block: devCtx points at it
 	Arena    ArenaLayout // the device's control words and context blocks
-	Lines    []LineSpan  // generated line ranges traced back to the profile
+	// Work: every hook takes its records' positions from the work counter
+	// (buffer.positions: work). Each communicator's block is then its
+	// regions, in host-mapped memory aligned to WorkBlockAlign, and its
+	// devCtx is the block's address plus the communicator's index
+	// (WorkCtx): the hooks load nothing but the event.
+	Work  bool
+	Lines []LineSpan // generated line ranges traced back to the profile
 	// prelude is the byte range of Source that holds the prelude (the
 	// intrinsics, hk_div, the atomics), the same for every profile.
 	prelude [2]int
@@ -66,6 +72,40 @@ type HookInfo struct {
 	Overflow config.Overflow
 	Layout   Layout
 	Hook     *config.Hook
+	// Work: positions from the work counter, 2 x workCounter + phase, in
+	// a region per (communicator, channel) of RegionSlots slots
+	// (Slots / config.RegionChannels); Block.Regions[Index] places the
+	// hook's regions in each communicator's block.
+	Work        bool
+	RegionSlots int
+}
+
+// Work positions: a communicator's block is aligned to WorkBlockAlign,
+// and its index on the device rides in devCtx's low bits, below
+// WorkMaxComms.
+const (
+	WorkBlockAlign = 4096
+	WorkMaxComms   = WorkBlockAlign
+)
+
+// WorkCtx is the devCtx of communicator comm whose block (of a Work
+// module) lies at block.
+func WorkCtx(block uintptr, comm int) (uintptr, error) {
+	switch {
+	case block%WorkBlockAlign != 0:
+		return 0, fmt.Errorf("the block of communicator %d at %#x is not aligned to %d bytes", comm, block, WorkBlockAlign)
+	case comm < 0 || comm >= WorkMaxComms:
+		return 0, fmt.Errorf("a profile with positions: work holds %d communicators per device (the index rides in the context's low bits); communicator %d gets no hook (profile it with fewer on the device, or with positions: shared)", WorkMaxComms, comm)
+	}
+	return block + uintptr(comm), nil
+}
+
+// RegionWords is the number of words of hook h's regions in one
+// communicator's block (Work modules): config.RegionChannels regions of
+// RegionSlots slots of SlotWords words.
+func (m *Module) RegionWords(h int) int {
+	info := m.Hooks[h]
+	return config.RegionChannels * info.RegionSlots * info.Layout.SlotWords()
 }
 
 // CtxAddrs are what the header of a context block (hk_ctx_t) holds. The hook
@@ -141,13 +181,22 @@ func (m *Module) layoutArena() {
 	a := &m.Arena
 	a.CtlBytes = alignUp(8*m.CtlWords(), blockAlign)
 	for _, h := range m.Hooks {
-		a.Bound = a.Bound || len(h.Layout.Fields) > 0
+		// Work hooks find their regions in their own block.
+		a.Bound = a.Bound || (len(h.Layout.Fields) > 0 && !h.Work)
 	}
 	need := a.CtlBytes + m.Block.Bytes
+	if m.Work {
+		need = a.CtlBytes
+	}
 	if a.Bound {
 		need = a.CtlBytes + MinArenaComms*m.Block.Bytes
 	}
 	a.Bytes = minArena
+	if m.Work {
+		// The blocks are host memory of their own: the arena holds
+		// the control words alone.
+		a.Bytes = WorkBlockAlign
+	}
 	for a.Bytes < need {
 		a.Bytes *= 2
 	}
@@ -164,7 +213,10 @@ type BlockLayout struct {
 	Pairs    int // the duration pairing table, PairWords 64-bit words
 	Agg      int // AggWords 64-bit aggregation cells: this communicator's
 	AggWords int
-	Bytes    int // the whole block
+	// Regions places each hook's regions (Work modules, whose blocks hold
+	// nothing else: no header, which would be a load).
+	Regions []int
+	Bytes   int // the whole block
 }
 
 // blockAlign is the alignment of each part of a block: a cache line, so that
@@ -177,6 +229,15 @@ func alignUp(n, a int) int { return (n + a - 1) / a * a }
 // aggregate's cells among the block's.
 func (m *Module) layoutBlock(pairing bool) {
 	b := &m.Block
+	if m.Work {
+		off := 0
+		for h := range m.Hooks {
+			b.Regions = append(b.Regions, off)
+			off = alignUp(off+8*m.RegionWords(h), blockAlign)
+		}
+		b.Bytes = alignUp(off, WorkBlockAlign)
+		return
+	}
 	off := alignUp(m.CtxBytes(), blockAlign)
 	if len(m.FuncSets) > 0 {
 		b.FuncSets = off

@@ -16,6 +16,19 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 	H := len(g.m.Hooks)
 	pos := h.Fields[0].Pos
 	return w.span(h.Name, "record", pos, func() error {
+		if info.Work {
+			w.printf("  /* record: %d fields, %d bytes in %d chunks; %d slots in each of %d channel regions,\n",
+				len(l.Fields), l.Bytes, l.Chunks, info.RegionSlots, config.RegionChannels)
+			w.printf("     positions from the work counter, %s */\n  {\n", comment(string(info.Overflow)))
+			w.printf("    const hk_u64 pos = 2ULL * ev->workCounter + (hk_u64)(ev->phase & 1u);\n")
+			w.printf("    /* a channel beyond NCCL's %d shares a region (its records are told overwritten or\n", config.RegionChannels)
+			w.printf("       torn), never writes past the block */\n")
+			w.printf("    hk_u64* slot = HK_REGIONS(blk, HK_BLOCK_REGIONS_%d) +\n", info.Index)
+			w.printf("        ((hk_u64)(ev->channelId & %du) * %dULL + (pos & %dULL)) * %dULL;\n",
+				config.RegionChannels-1, info.RegionSlots, info.RegionSlots-1, l.Chunks)
+			w.printf("    {\n")
+			return g.recordStores(t, info)
+		}
 		w.printf("  /* record: %d fields, %d bytes in %d chunks; %d slots, %s */\n  {\n",
 			len(l.Fields), l.Bytes, l.Chunks, info.Slots, comment(string(info.Overflow)))
 		dropNewest := info.Overflow == config.DropNewest
@@ -33,37 +46,44 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 			w.printf("    {\n")
 		}
 		w.printf("      hk_u64* slot = cx->hook[%d].slots + (pos & %s) * %dULL;\n", info.Index, mask, l.Chunks)
-		w.printf("      const hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;\n")
-		for i, f := range l.Fields {
-			cf := h.Fields[i]
-			err := w.span(h.Name, "field "+f.Name, cf.Pos, func() error {
-				src, ok := t.names[f.Source]
-				if !ok {
-					return fmt.Errorf("%s: hook %q: field %q: unknown source %q", cf.Pos, h.Name, f.Name, f.Source)
-				}
-				w.printf("      /* field %s <- %s as %s at byte %d (%s) */\n", comment(f.Name), comment(f.Source), f.Type, f.Offset, g.at.pos(cf.Pos))
-				w.printf("      const hk_u64 f%d = %s;\n", i, fieldBits(src, f.Type))
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-		for c := 0; c < l.Chunks; c++ {
-			w.printf("      const hk_u32 c%d = %s;\n", c, chunk(l, c))
-		}
-		for c := 0; c < l.Chunks; {
-			if l.Chunks%2 == 0 { // slots are 16-byte aligned: vector stores
-				w.printf("      hk_store64x2(slot + %d, stamp | c%d, stamp | c%d);\n", c, c, c+1)
-				c += 2
-				continue
-			}
-			w.printf("      hk_store64(slot + %d, stamp | c%d);\n", c, c)
-			c++
-		}
-		w.printf("    }\n  }\n")
-		return nil
+		return g.recordStores(t, info)
 	})
+}
+
+// recordStores writes the end of a record: its stamp, fields, chunks and
+// stores into slot, at pos, and closes the two braces record opened.
+func (g *generator) recordStores(t *translator, info *HookInfo) error {
+	h, w, l := info.Hook, &g.w, &info.Layout
+	w.printf("      const hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;\n")
+	for i, f := range l.Fields {
+		cf := h.Fields[i]
+		err := w.span(h.Name, "field "+f.Name, cf.Pos, func() error {
+			src, ok := t.names[f.Source]
+			if !ok {
+				return fmt.Errorf("%s: hook %q: field %q: unknown source %q", cf.Pos, h.Name, f.Name, f.Source)
+			}
+			w.printf("      /* field %s <- %s as %s at byte %d (%s) */\n", comment(f.Name), comment(f.Source), f.Type, f.Offset, g.at.pos(cf.Pos))
+			w.printf("      const hk_u64 f%d = %s;\n", i, fieldBits(src, f.Type))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for c := 0; c < l.Chunks; c++ {
+		w.printf("      const hk_u32 c%d = %s;\n", c, chunk(l, c))
+	}
+	for c := 0; c < l.Chunks; {
+		if l.Chunks%2 == 0 { // slots are 16-byte aligned: vector stores
+			w.printf("      hk_store64x2(slot + %d, stamp | c%d, stamp | c%d);\n", c, c, c+1)
+			c += 2
+			continue
+		}
+		w.printf("      hk_store64(slot + %d, stamp | c%d);\n", c, c)
+		c++
+	}
+	w.printf("    }\n  }\n")
+	return nil
 }
 
 // fieldBits converts a value to the little-endian bits of a stored type,

@@ -28,6 +28,10 @@ func (g *generator) symbols() {
 	b := m.Block
 	w.printf("/* ---- module symbols and the context block (docs/ARCHITECTURE.md) ---- */\n")
 	w.printf("HK_EXTERN_C_BEGIN\n\n")
+	if m.Work {
+		g.workSymbols()
+		return
+	}
 	w.printf("typedef struct {\n  hk_u64* slots; /* N slots of C words */\n  hk_u32* holes; /* N hole stamps (drop_newest) */\n} hk_hookbuf_t;\n")
 	w.printf("/* The header of a context block. The hook reaches all of its state through devCtx,\n")
 	w.printf("   never by symbol: called from NCCL's kernel (another module), a function cannot\n")
@@ -65,4 +69,22 @@ func (g *generator) symbols() {
 		w.printf("  return id < %du && ((hk_load32_ro(&sets[set * %d + (id >> 5)]) >> (id & 31u)) & 1u);\n}\n", FuncSetWords*32, FuncSetWords)
 	}
 	w.printf("\n")
+}
+
+// workSymbols writes the layout of a Work module's block: each hook's
+// regions, and devCtx's split into the block and the communicator's index.
+func (g *generator) workSymbols() {
+	m, w := g.m, &g.w
+	w.printf("/* devCtx is the communicator's block plus its index on this device: the block, aligned\n")
+	w.printf("   to %d bytes in host-mapped memory, holds each hook's regions, one per (communicator,\n", WorkBlockAlign)
+	w.printf("   channel), and nothing else; a record's position is 2 x workCounter + phase in its\n")
+	w.printf("   region. Nothing is loaded but the event: no counter, no header, no limit. */\n")
+	w.printf("#define HK_COMM_MASK %dULL\n", WorkBlockAlign-1)
+	w.printf("#define HK_COMM(blk) ((hk_u64)(blk) & HK_COMM_MASK)\n")
+	w.printf("#define HK_REGIONS(blk, off) ((hk_u64*)((blk) - HK_COMM(blk) + (off)))\n")
+	for _, h := range m.Hooks {
+		w.printf("#define HK_BLOCK_REGIONS_%d %d /* hook %s: %d regions of %d slots of %d words */\n",
+			h.Index, m.Block.Regions[h.Index], comment(fmt.Sprintf("%q", h.Name)), config.RegionChannels, h.RegionSlots, h.Layout.SlotWords())
+	}
+	w.printf("#define HK_BLOCK_BYTES %d\n\n", m.Block.Bytes)
 }

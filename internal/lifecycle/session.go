@@ -65,8 +65,10 @@ type Session struct {
 	nvmlLast map[string]gpuinfo.State // the latest state read, by UUID|bus id
 	nvmlBusy map[string]bool          // a read is under way
 
-	comms  map[uint64]*comm // live communicators by id
-	nextID uint64
+	comms map[uint64]*comm // live communicators by id
+	// sharedCtxIgnored: the NCCL_HOOKS_SHARED_CTX warning was logged.
+	sharedCtxIgnored bool
+	nextID           uint64
 	// commsOnDevice counts the communicators handed a hook on each device:
 	// the next one gets that index (the comm intrinsic).
 	commsOnDevice map[int]int
@@ -338,7 +340,13 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index int, ok bool) {
 	index = s.commsOnDevice[ord]
 	ctxIndex := index
-	if s.knobs.SharedCtx {
+	switch {
+	case s.knobs.SharedCtx && s.module.Work:
+		if !s.sharedCtxIgnored {
+			s.sharedCtxIgnored = true
+			s.env.Log(LogWarn, "ncclhooks: NCCL_HOOKS_SHARED_CTX=1 is ignored: with positions: work each communicator's block holds its own regions, one writer each")
+		}
+	case s.knobs.SharedCtx:
 		ctxIndex = 0
 	}
 	cctx, err := d.CommCtx(ctxIndex)
@@ -427,10 +435,20 @@ func (s *Session) loadDevice(ord int) backend.Device {
 	}
 	s.deviceState(d) // starts reading its state in the background, for the first dump
 	var bufs []string
-	for _, h := range s.module.Hooks {
+	m := s.module
+	for _, h := range m.Hooks {
+		if h.Work {
+			bufs = append(bufs, fmt.Sprintf("%s: %d regions x %d slots x %d B per communicator, positions from the work counter, %s",
+				h.Name, config.RegionChannels, h.RegionSlots, 8*h.Layout.SlotWords(), h.Overflow))
+			continue
+		}
 		bufs = append(bufs, fmt.Sprintf("%s: %d slots x %d B, %s", h.Name, h.Slots, 8*h.Layout.SlotWords(), h.Overflow))
 	}
-	m := s.module
+	if m.Work {
+		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: device %d loaded in %v, hook %#x; buffers: %s; a block of %d B of host-mapped memory per communicator, for up to %d communicators", ord,
+			time.Since(start).Round(time.Microsecond), d.Entry(), strings.Join(bufs, "; "), m.Block.Bytes, hookgen.WorkMaxComms))
+		return d
+	}
 	room := fmt.Sprintf("%d in the arena", m.ArenaComms())
 	if m.Arena.Bound {
 		room = fmt.Sprintf("room for %d communicators", m.ArenaComms())

@@ -36,6 +36,14 @@ type consumer struct {
 	// dropNewest selects holes + limits; otherwise the buffer is
 	// overwrite_oldest and is lapped.
 	dropNewest bool
+	// work: positions from the work counter (work.go). The records are in
+	// each communicator's regions (regionsOf, of n slots each; comms says
+	// how many communicators have them), decided by regions, a cursor per
+	// (communicator, channel); slots, holes and the head go unused.
+	work      bool
+	regions   []*regionCursor
+	regionsOf func(comm int) []uint64
+	comms     func() int
 
 	start uint64 // head when the device was added: positions before it belong to an earlier drainer
 	pos   uint64 // next undecided position
@@ -86,6 +94,15 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 	if n == 0 || n&(n-1) != 0 {
 		return nil, fmt.Errorf("hook %q: %d slots is not a power of two", info.Name, n)
 	}
+	if info.Work {
+		n = uint64(info.RegionSlots)
+		if n == 0 || n&(n-1) != 0 {
+			return nil, fmt.Errorf("hook %q: %d slots per region is not a power of two", info.Name, n)
+		}
+		return &consumer{info: info, device: device, n: n, chunks: c, work: true,
+			ring: NewRing(ringCap, 4*c), words: make([]uint64, c), funcField: funcFieldOf(info),
+			funcMember: funcMemberOf(info)}, nil
+	}
 	if uint64(len(slots)) != n*uint64(c) {
 		return nil, fmt.Errorf("hook %q on device %d: slot view has %d words, want %d slots x %d words", info.Name, device, len(slots), n, c)
 	}
@@ -107,13 +124,27 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 	if k.dropNewest && uint64(len(holes)) != n {
 		return nil, fmt.Errorf("hook %q on device %d: hole view has %d stamps, want %d", info.Name, device, len(holes), n)
 	}
+	k.funcField, k.funcMember = funcFieldOf(info), funcMemberOf(info)
+	return k, nil
+}
+
+// funcFieldOf is the index of the hook's funcId-sourced field, -1 if none.
+func funcFieldOf(info *hookgen.HookInfo) int {
 	for i, f := range info.Layout.Fields {
 		if f.Source == "funcId" {
-			k.funcField, k.funcMember = i, idMemberOf(f.Type)
-			break
+			return i
 		}
 	}
-	return k, nil
+	return -1
+}
+
+// funcMemberOf is the member of a Value that holds the funcId field's id.
+func funcMemberOf(info *hookgen.HookInfo) idMember {
+	if i := funcFieldOf(info); i >= 0 {
+		return idMemberOf(info.Layout.Fields[i].Type)
+	}
+	var none idMember
+	return none
 }
 
 // newer reports whether stamp x was written by a later position of the same
@@ -181,6 +212,9 @@ func (k *consumer) drain(head uint64, ps *pass) passResult {
 	if k.chunks == 0 {
 		return res
 	}
+	if k.work {
+		return k.drainWork(ps)
+	}
 	if head < k.pos {
 		// The head never goes back; a smaller value is a read of memory
 		// that was reset under us. Ignore it rather than re-emit positions.
@@ -231,6 +265,9 @@ func (k *consumer) drainLight(ps *pass) passResult {
 	if k.chunks == 0 {
 		return res
 	}
+	if k.work {
+		return k.drainWork(ps)
+	}
 	res.decided, res.pushed = k.takeRuns(k.pos+k.n, ps)
 	res.advanced = res.decided > 0
 	k.head = max(k.head, k.pos)
@@ -277,6 +314,9 @@ const (
 func (k *consumer) nextWritten() bool {
 	if k.chunks == 0 {
 		return false
+	}
+	if k.work {
+		return k.workNextWritten()
 	}
 	j, s := k.pos&(k.n-1), uint32(k.pos+1)
 	if x := uint32(atomic.LoadUint64(&k.slots[int(j)*k.chunks]) >> 32); written(x, s) || newer(x, s, k.n) {
@@ -526,16 +566,23 @@ func (k *consumer) unwritten(p, head uint64, s uint32, holeTaken bool, ps *pass)
 func (k *consumer) stats() sinks.Stats {
 	ringFull := k.ring.Refused()
 	dropped := k.bufferFull + k.overwritten + k.torn + ringFull
+	matched, pending := k.head-k.start, k.head-k.pos
+	if k.work {
+		// No head: what is decided, and what the stamps show written
+		// beyond it.
+		pending = k.workPending()
+		matched = k.ring.Pushed() + dropped + pending
+	}
 	return sinks.Stats{
 		Hook:               k.info.Name,
 		Device:             k.device,
-		Matched:            k.head - k.start,
+		Matched:            matched,
 		Records:            k.ring.Pushed(),
 		Dropped:            dropped,
 		DroppedBufferFull:  k.bufferFull,
 		DroppedOverwritten: k.overwritten,
 		DroppedTorn:        k.torn,
 		DroppedRingFull:    ringFull,
-		Pending:            k.head - k.pos,
+		Pending:            pending,
 	}
 }

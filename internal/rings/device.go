@@ -65,6 +65,10 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 			return fmt.Errorf("rings: %w", err)
 		}
 		k.setLimit = func(l uint64) error { return dev.WriteLimit(h, l) }
+		if k.work {
+			k.regionsOf = func(comm int) []uint64 { return dev.Regions(comm, h) }
+			k.comms = dev.Comms
+		}
 		if k.dropNewest {
 			scratch := make([]uint64, len(dv.ctl))
 			k.readHead = func() (uint64, error) {

@@ -29,6 +29,10 @@ type fakeDevice struct {
 	shut atomic.Bool
 	// ctlReads counts ReadCtl calls: copies of the heads from the device.
 	ctlReads atomic.Int64
+	// work holds a Work module's blocks: [comm][hook] regions, made by
+	// CommCtx.
+	workMu sync.Mutex
+	work   [][][]uint64
 }
 
 func (f *fakeDevice) shutdownErr() error {
@@ -47,11 +51,35 @@ func newFakeDevice(ord int, m *hookgen.Module) *fakeDevice {
 	return f
 }
 
-func (f *fakeDevice) Ordinal() int                   { return f.ord }
-func (f *fakeDevice) Entry() uintptr                 { return 0 }
-func (f *fakeDevice) Ctx() uintptr                   { return 0 }
-func (f *fakeDevice) CommCtx(int) (uintptr, error)   { return 0, nil }
-func (f *fakeDevice) Slots(h int) []uint64           { return f.slots[h] }
+func (f *fakeDevice) Ordinal() int   { return f.ord }
+func (f *fakeDevice) Entry() uintptr { return 0 }
+func (f *fakeDevice) Ctx() uintptr   { return 0 }
+func (f *fakeDevice) CommCtx(comm int) (uintptr, error) {
+	f.workMu.Lock()
+	defer f.workMu.Unlock()
+	for f.m.Work && len(f.work) <= comm {
+		var block [][]uint64
+		for h := range f.m.Hooks {
+			block = append(block, make([]uint64, f.m.RegionWords(h)))
+		}
+		f.work = append(f.work, block)
+	}
+	return 0, nil
+}
+func (f *fakeDevice) Slots(h int) []uint64 { return f.slots[h] }
+func (f *fakeDevice) Comms() int {
+	f.workMu.Lock()
+	defer f.workMu.Unlock()
+	return len(f.work)
+}
+func (f *fakeDevice) Regions(comm, h int) []uint64 {
+	f.workMu.Lock()
+	defer f.workMu.Unlock()
+	if comm >= len(f.work) {
+		return nil
+	}
+	return f.work[comm][h]
+}
 func (f *fakeDevice) Holes(h int) []uint32           { return f.holes[h] }
 func (f *fakeDevice) Close() error                   { return nil }
 func (f *fakeDevice) WriteFuncSets([][]uint32) error { return nil }

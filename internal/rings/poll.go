@@ -217,7 +217,10 @@ func (d *Drainer) lightPass() passResult {
 // add folds one consumer's pass into all.
 func (all *passResult) add(k *consumer, r passResult) {
 	all.decided += r.decided
-	if k.n > 0 {
+	switch {
+	case k.work:
+		all.fill = max(all.fill, r.fill) // by region
+	case k.n > 0:
 		all.fill = max(all.fill, float64(r.decided)/float64(k.n))
 	}
 	all.advanced = all.advanced || r.advanced
@@ -241,6 +244,9 @@ func (d *Drainer) passAll(final bool, makeRoom func(*consumer)) passResult {
 	var all passResult
 	ps := d.newPass(final, makeRoom)
 	for _, dv := range *d.devices.Load() {
+		// Work positions have no heads, but the read is kept: it fails
+		// once the driver shuts down at process exit, which may unmap
+		// the host memory the regions lie in (see burst).
 		err := dv.dev.ReadCtl(dv.ctl)
 		dv.ctlFailed = err != nil
 		if err != nil {

@@ -1,10 +1,14 @@
 package rings
 
-import "sync/atomic"
+import (
+	"sync/atomic"
 
-// Work-counter positions (work in progress, not wired into the drainer): the
-// drain side of the region design measured in bench/RESULTS.md (seventh
-// session). A hook that takes a record's position from the event itself,
+	"github.com/ncclhooks/ncclhooks/internal/config"
+)
+
+// Work-counter positions: the drain side of the region design measured in
+// bench/RESULTS.md (seventh session), for hooks with buffer.positions: work
+// (work.go runs a cursor per region). A hook that takes a record's position from the event itself,
 // 2 x workCounter + phase, writes it into the region of its (communicator,
 // channel), at slot position mod n, with no counter to reserve it and no
 // load: NCCL runs a (communicator, channel) on one block at a time, so a
@@ -24,6 +28,9 @@ import "sync/atomic"
 // regionFirst is a region's first position: NCCL's work counter starts at
 // 1 in every (communicator, channel), and its START comes first.
 const regionFirst = 2
+
+// regionChannels is the number of regions per communicator and hook.
+const regionChannels = config.RegionChannels
 
 // regionCursor decides the positions of one region in order.
 type regionCursor struct {
@@ -122,12 +129,30 @@ func (r *regionCursor) last() (uint64, bool) {
 	return r.pos + uint64(ahead), found
 }
 
+// ahead is how many positions from pos on, up to the last one written
+// within limit of it, are undecided: 0 when none is written.
+func (r *regionCursor) ahead(limit uint64) uint64 {
+	s := uint32(r.pos + 1)
+	var n uint64
+	for p := r.pos; p < r.pos+min(limit, r.n); p++ {
+		base := int(p&(r.n-1)) * r.c
+		for i := range r.c {
+			x := uint32(loadWord(r.slots, base+i) >> 32)
+			if d := x - s; x != 0 && d < 1<<31 {
+				n = max(n, uint64(d)+1)
+			}
+		}
+	}
+	return n
+}
+
 // settle decides every position up to the last one written, once the hooks
 // no longer run: complete records are emitted (makeRoom empties a full
-// ring), later laps overwritten, the rest torn (its writer stopped, or it
-// never came while later positions did). Positions past the last written
-// one never happened and stay undecided.
-func (r *regionCursor) settle(ring *Ring, makeRoom func()) {
+// ring; when it cannot, the rest stay undecided), later laps overwritten,
+// the rest torn (its writer stopped, or it never came while later positions
+// did). Positions past the last written one never happened and stay
+// undecided.
+func (r *regionCursor) settle(ring *Ring, makeRoom func() bool) {
 	end, ok := r.last()
 	if !ok {
 		return
@@ -137,7 +162,9 @@ func (r *regionCursor) settle(ring *Ring, makeRoom func()) {
 			continue
 		}
 		if ring.Free() == 0 {
-			makeRoom()
+			if !makeRoom() {
+				return
+			}
 			continue
 		}
 		r.torn++

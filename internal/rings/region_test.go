@@ -140,7 +140,7 @@ func TestRegionCursorDecidesEveryPositionOnce(t *testing.T) {
 		})
 		close(stop)
 		<-done
-		cur.settle(ring, drain)
+		cur.settle(ring, func() bool { drain(); return true })
 		drain()
 
 		// Every position from the first to the last written one is decided
@@ -211,7 +211,7 @@ func TestRegionCursorEdges(t *testing.T) {
 			if d := cur.take(ring); d != 8 {
 				t.Fatalf("words %v: took %d, want the 8 complete records", words, d)
 			}
-			cur.settle(ring, func() { t.Fatal("ring full") })
+			cur.settle(ring, func() bool { t.Fatal("ring full"); return false })
 			if cur.decided() != 9 || cur.torn != 1 || cur.records != 8 {
 				t.Fatalf("words %v of position 10: decided %d (records %d, torn %d), want 9 with 10 torn", words, cur.decided(), cur.records, cur.torn)
 			}

@@ -37,7 +37,7 @@ type device struct {
 	ctxAddrs hookgen.CtxAddrs // what a block's header holds, but for its comm
 	blockMu  sync.Mutex
 	blocks   []unsafe.Pointer // the context block of communicator i (Module.Block)
-	extra    []unsafe.Pointer // blocks beyond the arena, allocated apart (a profile that records nothing)
+	extra    []unsafe.Pointer // blocks beyond the arena, allocated apart (a profile that records nothing; Work modules' blocks)
 	funcSets [][]uint32       // written into every block, also those made later
 	aggCells []uint64         // one block's cells, read by ReadAgg
 }
@@ -54,9 +54,13 @@ func (d *device) allocate() error {
 	for _, h := range d.m.Hooks {
 		// An aggregate-only hook has no record words; keep one so that
 		// every hook has a valid, distinct buffer.
-		words := h.Slots * max(h.Layout.SlotWords(), 1)
+		words, holes := h.Slots*max(h.Layout.SlotWords(), 1), h.Slots
+		if h.Work {
+			// Its records go to its regions, in each communicator's block.
+			words, holes = 1, 1
+		}
 		s := C.calloc(C.size_t(words), 8)
-		o := C.calloc(C.size_t(h.Slots), 4)
+		o := C.calloc(C.size_t(holes), 4)
 		d.slots = append(d.slots, s)
 		d.holes = append(d.holes, o)
 		if s == nil || o == nil {
@@ -95,7 +99,7 @@ func (d *device) Ctx() uintptr {
 	if len(d.blocks) == 0 {
 		return 0
 	}
-	return uintptr(d.blocks[0])
+	return d.ctxOf(0)
 }
 
 // CommCtx returns the context block of communicator comm, making the blocks
@@ -110,6 +114,13 @@ func (d *device) CommCtx(comm int) (uintptr, error) {
 	defer d.blockMu.Unlock()
 	if d.mod.handle == nil {
 		return 0, errClosed
+	}
+	for len(d.blocks) <= comm && d.m.Work {
+		p, err := d.newWorkBlock(len(d.blocks))
+		if err != nil {
+			return 0, err
+		}
+		d.blocks = append(d.blocks, p)
 	}
 	for len(d.blocks) <= comm {
 		a := d.ctxAddrs
@@ -130,7 +141,57 @@ func (d *device) CommCtx(comm int) (uintptr, error) {
 		d.storeFuncSets(p)
 		d.blocks = append(d.blocks, p)
 	}
-	return uintptr(d.blocks[comm]), nil
+	return d.ctxOf(comm), nil
+}
+
+// newWorkBlock makes the block of a Work module's communicator: its
+// regions, zeroed and aligned; devCtx is its address plus comm
+// (hookgen.WorkCtx).
+func (d *device) newWorkBlock(comm int) (unsafe.Pointer, error) {
+	if comm >= hookgen.WorkMaxComms {
+		_, err := hookgen.WorkCtx(0, comm)
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	n := d.m.Block.Bytes
+	p := C.aligned_alloc(hookgen.WorkBlockAlign, C.size_t(n))
+	if p == nil {
+		return nil, fmt.Errorf("cpu backend: out of memory for the regions of communicator %d (%d bytes)", comm, n)
+	}
+	C.memset(p, 0, C.size_t(n))
+	if _, err := hookgen.WorkCtx(uintptr(p), comm); err != nil {
+		C.free(p)
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
+	d.extra = append(d.extra, p)
+	return p, nil
+}
+
+// ctxOf is the devCtx of communicator comm (blockMu held): its block, plus
+// its index for a Work module (hookgen.WorkCtx).
+func (d *device) ctxOf(comm int) uintptr {
+	p := uintptr(d.blocks[comm])
+	if d.m.Work {
+		p += uintptr(comm)
+	}
+	return p
+}
+
+// Comms is how many communicators have a block (CommCtx).
+func (d *device) Comms() int {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	return len(d.blocks)
+}
+
+// Regions is the view of hook h's regions in communicator comm's block
+// (Work modules; nil otherwise, or before the block is made).
+func (d *device) Regions(comm, h int) []uint64 {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if !d.m.Work || comm < 0 || comm >= len(d.blocks) || h < 0 || h >= len(d.m.Hooks) {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Add(d.blocks[comm], d.m.Block.Regions[h])), d.m.RegionWords(h))
 }
 
 // storeFuncSets writes the function-id sets into a block.

@@ -31,8 +31,11 @@ type Device struct {
 	ctxAddrs hookgen.CtxAddrs // what a block's header holds, but for its comm
 	blockMu  sync.Mutex
 	blocks   []uint64 // the context block of communicator i (Module.Block), device memory
-	funcSets []byte   // the function-id sets' bytes, written into every block, also those made later
-	aggCells []byte   // one block's cells, read by ReadAgg
+	// workBlocks are the host views of a Work module's blocks, by
+	// communicator (host-mapped memory, freed with host).
+	workBlocks []unsafe.Pointer
+	funcSets   []byte // the function-id sets' bytes, written into every block, also those made later
+	aggCells   []byte // one block's cells, read by ReadAgg
 
 	// The arena (Module.Arena) opens with the control words and then holds
 	// as many context blocks as fit; a block that does not fit gets an
@@ -97,6 +100,9 @@ func (d *Device) allocHookBuffers() (slotsDev, holesDev []uintptr, err error) {
 	holesDev = make([]uintptr, len(m.Hooks))
 	for i, h := range m.Hooks {
 		words := h.Slots * h.Layout.SlotWords()
+		if h.Work {
+			words = 0 // its records go to its regions, in each communicator's block
+		}
 		// An aggregate-only hook writes no records; it still gets a valid,
 		// distinct (one-word) buffer.
 		p, dev, err := d.hostAlloc(8 * max(words, 1))
@@ -105,11 +111,15 @@ func (d *Device) allocHookBuffers() (slotsDev, holesDev []uintptr, err error) {
 		}
 		d.slots = append(d.slots, unsafe.Slice((*uint64)(p), words))
 		slotsDev[i] = uintptr(dev)
-		p, dev, err = d.hostAlloc(4 * h.Slots)
+		holes := h.Slots
+		if h.Work {
+			holes = 1 // overwrite_oldest: no holes
+		}
+		p, dev, err = d.hostAlloc(4 * holes)
 		if err != nil {
 			return nil, nil, fmt.Errorf("hook %q holes: %w", h.Name, err)
 		}
-		d.holes = append(d.holes, unsafe.Slice((*uint32)(p), h.Slots))
+		d.holes = append(d.holes, unsafe.Slice((*uint32)(p), holes))
 		holesDev[i] = uintptr(dev)
 	}
 	return slotsDev, holesDev, nil
@@ -218,6 +228,9 @@ func (d *Device) CommCtx(comm int) (uintptr, error) {
 
 func (d *Device) newBlock(comm int) (uint64, error) {
 	b := d.c.mod.Block
+	if d.c.mod.Work {
+		return d.newWorkBlock(comm)
+	}
 	a := d.ctxAddrs
 	a.Comm = comm
 	off, inArena, err := d.c.mod.BlockOffset(comm)
@@ -247,6 +260,52 @@ func (d *Device) newBlock(comm int) (uint64, error) {
 		d.extra = append(d.extra, p)
 	}
 	return p, nil
+}
+
+// newWorkBlock makes the block of a Work module's communicator: its
+// regions in zeroed host-mapped memory, which the drain reads where the
+// device writes them; devCtx is its device address plus comm
+// (hookgen.WorkCtx).
+func (d *Device) newWorkBlock(comm int) (uint64, error) {
+	m := d.c.mod
+	if comm >= hookgen.WorkMaxComms {
+		_, err := hookgen.WorkCtx(0, comm)
+		return 0, fmt.Errorf("gpu backend: %w", err)
+	}
+	// Page-aligned in practice; aligned here in any case, host and device
+	// views by the same offset.
+	p, dev, err := d.hostAlloc(m.Block.Bytes + hookgen.WorkBlockAlign)
+	if err != nil {
+		return 0, fmt.Errorf("gpu backend: the regions of communicator %d (%d bytes): %w", comm, m.Block.Bytes, err)
+	}
+	off := (hookgen.WorkBlockAlign - dev%hookgen.WorkBlockAlign) % hookgen.WorkBlockAlign
+	p, dev = unsafe.Add(p, off), dev+off
+	clear(unsafe.Slice((*byte)(p), m.Block.Bytes))
+	ctx, err := hookgen.WorkCtx(uintptr(dev), comm)
+	if err != nil {
+		return 0, fmt.Errorf("gpu backend: %w", err)
+	}
+	d.workBlocks = append(d.workBlocks, p)
+	return uint64(ctx), nil
+}
+
+// Comms is how many communicators have a block (CommCtx).
+func (d *Device) Comms() int {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	return len(d.blocks)
+}
+
+// Regions is the host view of hook h's regions in communicator comm's
+// block (Work modules; nil otherwise, or before the block is made).
+func (d *Device) Regions(comm, h int) []uint64 {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	m := d.c.mod
+	if comm < 0 || comm >= len(d.workBlocks) || h < 0 || h >= len(m.Hooks) {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Add(d.workBlocks[comm], m.Block.Regions[h])), m.RegionWords(h))
 }
 
 // Slots is the host view of hook h's record words (host-mapped memory).
@@ -404,7 +463,7 @@ func (d *Device) Close() error {
 			errs = append(errs, d.d.Free(p))
 		}
 	}
-	d.blocks, d.extra, d.arena, d.arenaAlloc = nil, nil, 0, 0
+	d.blocks, d.workBlocks, d.extra, d.arena, d.arenaAlloc = nil, nil, nil, 0, 0
 	d.blockMu.Unlock()
 	d.host, d.slots, d.holes = nil, nil, nil
 	if d.stream != nil {

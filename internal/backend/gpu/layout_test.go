@@ -428,3 +428,52 @@ func hookStores(t *testing.T, src string, h int) [][]string {
 	}
 	return stores
 }
+
+// A Work module's communicators each get a block of host-mapped memory,
+// aligned so that devCtx carries the communicator's index in its low bits;
+// Regions views, on the host, the memory the hook writes at devCtx minus the
+// index plus the hook's offset.
+func TestWorkBlocksOnAFakeDriver(t *testing.T) {
+	m, fd, d := loadOnFakeDriver(t, "work.yaml", `version: 1
+name: work
+hooks:
+  - name: a
+    fields: [timestamp, phase]
+    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}
+  - name: b
+    fields: [funcId]
+    buffer: {slots: 2048, overflow: overwrite_oldest, positions: work}
+`)
+	seen := map[uint64]bool{}
+	for comm := range 3 {
+		ctx, err := d.CommCtx(comm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ctx%hookgen.WorkBlockAlign != uintptr(comm) {
+			t.Fatalf("communicator %d: devCtx %#x", comm, ctx)
+		}
+		block := uint64(ctx) - uint64(comm)
+		if seen[block] {
+			t.Fatalf("communicator %d shares block %#x", comm, block)
+		}
+		seen[block] = true
+		for h := range m.Hooks {
+			view := d.Regions(comm, h)
+			if len(view) != m.RegionWords(h) {
+				t.Fatalf("communicator %d hook %d: %d words, want %d", comm, h, len(view), m.RegionWords(h))
+			}
+			dev, err := fd.at(block+uint64(m.Block.Regions[h]), 8*len(view))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dev[8*len(view)-1] = byte(comm + 1) // the device writes the last byte
+			if view[len(view)-1]>>56 != uint64(comm+1) {
+				t.Errorf("communicator %d hook %d: the host view does not show the device's write", comm, h)
+			}
+		}
+	}
+	if d.Comms() != 3 || d.Regions(3, 0) != nil {
+		t.Errorf("Comms() = %d; Regions of communicator 3: %v", d.Comms(), d.Regions(3, 0) != nil)
+	}
+}
