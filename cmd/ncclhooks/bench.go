@@ -223,7 +223,7 @@ func (b *bench) hookCost(h *gpuharness.Harness, handWritten []gpuharness.Hook, l
 func (b *bench) sustainedRates(h *gpuharness.Harness, nop gpuharness.Hook, loaded []*loadedProfile, rates []float64) error {
 	var rows [][]string
 	cfg := gpuharness.DefaultConfig()
-	cfg.Comms, cfg.Channels, cfg.Batches, cfg.ItemsPerBatch, cfg.BytesPerItem = 4, 16, b.batches, 4, 16
+	cfg.Comms, cfg.Channels, cfg.Batches, cfg.ItemsPerBatch, cfg.BytesPerItem = benchComms, 16, b.batches, 4, 16
 	cfg.FuncIDs = nil
 	for id := 0; id < harness.FuncCount(); id++ {
 		cfg.FuncIDs = append(cfg.FuncIDs, uint32(id))
@@ -318,16 +318,22 @@ type loadedProfile struct {
 	dev     backend.Device
 	drainer *rings.Drainer
 	sink    *lastDump
+	ctxs    []uint64 // the contexts of communicators 0..benchComms-1
 }
+
+// benchComms is how many communicators the sustained rows run.
+const benchComms = 4
 
 func (lp *loadedProfile) close() {
 	lp.drainer.Close()
 	lp.dev.Close()
 }
 
-// hook is the harness's view of a loaded profile's hook.
+// hook is the harness's view of a loaded profile's hook: each
+// communicator of the harness with its own context, as the plugin hands
+// them out (a profile with work positions needs one writer per region).
 func (lp *loadedProfile) hook() gpuharness.Hook {
-	return gpuharness.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx())}
+	return gpuharness.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx()), CommCtx: lp.ctxs}
 }
 
 // load compiles the profile twice, through an empty cache and through the
@@ -391,7 +397,16 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 		dr.Close()
 		return nil, nil, err
 	}
-	return &loadedProfile{name: p.Name, dev: dev, drainer: dr, sink: sink}, rows, nil
+	lp := &loadedProfile{name: p.Name, dev: dev, drainer: dr, sink: sink}
+	for comm := range benchComms {
+		ctx, err := dev.CommCtx(comm)
+		if err != nil {
+			lp.close()
+			return nil, nil, err
+		}
+		lp.ctxs = append(lp.ctxs, uint64(ctx))
+	}
+	return lp, rows, nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
