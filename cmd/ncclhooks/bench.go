@@ -282,10 +282,14 @@ func rateRow(h *gpuharness.Harness, nop gpuharness.Hook, lp *loadedProfile, cfg 
 	before := lp.sink.last()
 	poll0, deliver0 := lp.drainer.StageCPU()
 	wakes0 := lp.drainer.Wakes()
+	hook, err := lp.freshHook()
+	if err != nil {
+		return nil, err
+	}
 	var tp *gpuharness.Throughput
 	cpu, _, err := cpuDuring(func() error {
 		var err error
-		tp, err = h.Throughput(lp.hook(), cfg)
+		tp, err = h.Throughput(hook, cfg)
 		if err == nil {
 			time.Sleep(20 * time.Millisecond) // let the drain catch up before the dump
 			lp.drainer.Flush(false)
@@ -318,7 +322,7 @@ type loadedProfile struct {
 	dev     backend.Device
 	drainer *rings.Drainer
 	sink    *lastDump
-	ctxs    []uint64 // the contexts of communicators 0..benchComms-1
+	comms   int // communicators made on dev (freshHook)
 }
 
 // benchComms is how many communicators the sustained rows run.
@@ -329,11 +333,29 @@ func (lp *loadedProfile) close() {
 	lp.dev.Close()
 }
 
-// hook is the harness's view of a loaded profile's hook: each
-// communicator of the harness with its own context, as the plugin hands
-// them out (a profile with work positions needs one writer per region).
+// hook is the harness's view of a loaded profile's hook, with communicator
+// 0's context.
 func (lp *loadedProfile) hook() gpuharness.Hook {
-	return gpuharness.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx()), CommCtx: lp.ctxs}
+	return gpuharness.Hook{Name: lp.name, Entry: uint64(lp.dev.Entry()), Ctx: uint64(lp.dev.Ctx())}
+}
+
+// freshHook is hook with benchComms communicators made for it, each with a
+// context of its own, as the plugin hands them out. Every run gets new
+// ones: the harness starts each run's work counters at 1, as NCCL does for
+// a new communicator, and a profile with work positions places records by
+// them, one writer per (communicator, channel): a second run on the same
+// contexts would write positions its drain has already decided.
+func (lp *loadedProfile) freshHook() (gpuharness.Hook, error) {
+	h := lp.hook()
+	for range benchComms {
+		ctx, err := lp.dev.CommCtx(lp.comms)
+		if err != nil {
+			return h, err
+		}
+		lp.comms++
+		h.CommCtx = append(h.CommCtx, uint64(ctx))
+	}
+	return h, nil
 }
 
 // load compiles the profile twice, through an empty cache and through the
@@ -397,16 +419,8 @@ func (b *bench) load(path string) (*loadedProfile, [][]string, error) {
 		dr.Close()
 		return nil, nil, err
 	}
-	lp := &loadedProfile{name: p.Name, dev: dev, drainer: dr, sink: sink}
-	for comm := range benchComms {
-		ctx, err := dev.CommCtx(comm)
-		if err != nil {
-			lp.close()
-			return nil, nil, err
-		}
-		lp.ctxs = append(lp.ctxs, uint64(ctx))
-	}
-	return lp, rows, nil
+	// Communicator 0 (the cost runs') exists: the rows' are made after it.
+	return &loadedProfile{name: p.Name, dev: dev, drainer: dr, sink: sink, comms: 1}, rows, nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

@@ -68,6 +68,18 @@ func (r *regionCursor) take(ring *Ring) uint64 {
 	return r.pos - from
 }
 
+// reached reports whether the first word of pos's slot holds pos's stamp
+// or a later lap's: a writer has reached pos. A slot whose first word is
+// still older decides nothing now but, rarely, a lap that began in a later
+// word, which the next look finds.
+func (r *regionCursor) reached() bool {
+	s := uint32(r.pos + 1)
+	x := uint32(loadWord(r.slots, int(r.pos&(r.n-1))*r.c) >> 32)
+	// x == s even for the stamp 0 (positions 2^32-1 mod 2^32): past the
+	// first lap no slot holds 0, and those positions lie far past it.
+	return x == s || newer(x, s, r.n)
+}
+
 // lapped reports whether some word of pos's slot holds a later lap's stamp:
 // pos's record, written or not, is gone.
 func (r *regionCursor) lapped() bool {

@@ -32,6 +32,9 @@ func (k *consumer) drainWork(ps *pass) passResult {
 	k.addRegions()
 	var res passResult
 	for _, r := range k.regions {
+		if !ps.final && !r.reached() {
+			continue // idle: one load, where take costs a ring's bookkeeping
+		}
 		records, overwritten, torn := r.records, r.overwritten, r.torn
 		var n uint64
 		if ps.final {
@@ -75,9 +78,7 @@ func (k *consumer) drainWork(ps *pass) passResult {
 // record or a later one: the devices are writing again.
 func (k *consumer) workNextWritten() bool {
 	for _, r := range k.regions {
-		s := uint32(r.pos + 1)
-		x := uint32(loadWord(r.slots, int(r.pos&(r.n-1))*r.c) >> 32)
-		if written(x, s) || newer(x, s, r.n) {
+		if r.reached() {
 			return true
 		}
 	}
