@@ -310,8 +310,8 @@ func rateRow(h *gpuharness.Harness, nop gpuharness.Hook, lp *loadedProfile, cfg 
 	}
 	return []string{lp.name, fmt.Sprintf("%.3g", cfg.EventRate), fmt.Sprintf("%.3g", tp.EventsPerSec),
 		fmt.Sprint(after.Matched - before.Matched), fmt.Sprint(after.Records - before.Records),
-		fmt.Sprintf("%d (device %d, ring %d)", after.Dropped-before.Dropped, after.DroppedBufferFull-before.DroppedBufferFull,
-			after.DroppedRingFull-before.DroppedRingFull), perCore(cpu - nopCPU), perCore(poll1 - poll0), perCore(deliver1 - deliver0),
+		fmt.Sprintf("%d (full %d, overwritten %d, ring %d)", after.Dropped-before.Dropped, after.DroppedBufferFull-before.DroppedBufferFull,
+			after.DroppedOverwritten-before.DroppedOverwritten, after.DroppedRingFull-before.DroppedRingFull), perCore(cpu - nopCPU), perCore(poll1 - poll0), perCore(deliver1 - deliver0),
 		fmt.Sprintf("%.0f", float64(wakes)/tp.Elapsed.Seconds())}, nil
 }
 

@@ -128,3 +128,65 @@ func BenchmarkEmitRun(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDrainWork is BenchmarkDrain for a hook with work positions: 4
+// communicators x 64 channel regions of 1024 slots, each region refilled
+// with the timer stopped in NCCL's order (batches of 4 work items: their
+// STARTs, then their STOPs), then drained (an op is one record).
+func BenchmarkDrainWork(b *testing.B) {
+	const regionSlots, comms, batch = 1024, 4, 4
+	info := testHook("work", config.RegionChannels*regionSlots, config.OverwriteOldest)
+	info.Work, info.RegionSlots = true, regionSlots
+	m := testModule(info)
+	m.Work = true
+	dev := newFakeDevice(0, m)
+	for c := range comms {
+		dev.CommCtx(c)
+	}
+	sink := &countingSink{}
+	d := NewDrainer(Options{Sink: sink, FuncName: testFuncName, RingCapacity: 1 << 16,
+		PollInterval: time.Hour, DumpInterval: time.Hour})
+	defer d.Close()
+	if err := d.Add(dev, m); err != nil {
+		b.Fatal(err)
+	}
+	c := info.Layout.Chunks
+	w := regionSlots * c
+	var regions [][]uint64
+	for comm := range comms {
+		for ch := range config.RegionChannels {
+			regions = append(regions, dev.Regions(comm, 0)[ch*w:(ch+1)*w])
+		}
+	}
+	wc := uint64(1)
+	b.ResetTimer()
+	for left := b.N; left > 0; {
+		b.StopTimer()
+		// Each region gets the same positions: regionSlots of them.
+		n := 0
+		for k := 0; k < regionSlots/2; k += batch {
+			for phase := uint64(0); phase < 2; phase++ {
+				for i := uint64(0); i < batch; i++ {
+					p := 2*(wc+uint64(k)+i) + phase
+					st := uint64(uint32(p+1)) << 32
+					for _, r := range regions {
+						base := int(p%regionSlots) * c
+						for j := range c {
+							r[base+j] = st | uint64(j)
+						}
+					}
+					n += len(regions)
+				}
+			}
+		}
+		wc += regionSlots / 2
+		b.StartTimer()
+		d.Flush(false)
+		left -= n
+	}
+	b.StopTimer()
+	if sink.n < b.N {
+		b.Fatalf("delivered %d of %d", sink.n, b.N)
+	}
+	b.ReportMetric(float64(sink.n)/b.Elapsed().Seconds(), "records/s")
+}

@@ -29,6 +29,11 @@ import (
 // 1 in every (communicator, channel), and its START comes first.
 const regionFirst = 2
 
+// regionReorder bounds how far before a written position a region's writer
+// can have left one unwritten: NCCL starts a batch's work items, at most 64,
+// before it stops the first, so a STOP lands after up to 63 later STARTs.
+const regionReorder = 128
+
 // regionChannels is the number of regions per communicator and hook.
 const regionChannels = config.RegionChannels
 
@@ -59,11 +64,21 @@ func (r *regionCursor) take(ring *Ring) uint64 {
 		if n := r.emitRun(ring); n > 0 {
 			continue
 		}
-		if !r.lapped() {
+		q, ok := r.lapped()
+		if !ok {
 			break
 		}
-		r.overwritten++
-		r.pos++
+		// q, in pos's slot, was written; with it every position before
+		// its batch (regionReorder), and so the next lap of each
+		// position before that less a region: all overwritten, decided
+		// at once rather than slot by slot, or a drain that fell a lap
+		// behind would stay behind.
+		skip := uint64(1)
+		if end := q + 1 - min(q+1, regionReorder+r.n); end > r.pos+1 {
+			skip = end - r.pos
+		}
+		r.overwritten += skip
+		r.pos += skip
 	}
 	return r.pos - from
 }
@@ -80,17 +95,19 @@ func (r *regionCursor) reached() bool {
 	return x == s || newer(x, s, r.n)
 }
 
-// lapped reports whether some word of pos's slot holds a later lap's stamp:
-// pos's record, written or not, is gone.
-func (r *regionCursor) lapped() bool {
+// lapped reports whether some word of pos's slot holds a later lap's stamp
+// (pos's record, written or not, is gone), and the latest position such a
+// stamp names.
+func (r *regionCursor) lapped() (uint64, bool) {
 	base := int(r.pos&(r.n-1)) * r.c
 	s := uint32(r.pos + 1)
+	var ahead uint32
 	for i := range r.c {
-		if newer(uint32(loadWord(r.slots, base+i)>>32), s, r.n) {
-			return true
+		if x := uint32(loadWord(r.slots, base+i) >> 32); newer(x, s, r.n) {
+			ahead = max(ahead, x-s)
 		}
 	}
-	return false
+	return r.pos + uint64(ahead), ahead > 0
 }
 
 func loadWord(w []uint64, i int) uint64 { return atomic.LoadUint64(&w[i]) }

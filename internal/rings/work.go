@@ -48,7 +48,15 @@ func (k *consumer) drainWork(ps *pass) passResult {
 			})
 			n = r.pos - from
 		} else {
-			n = r.take(k.ring)
+			for {
+				n += r.take(k.ring)
+				// A full ring: where a pass may empty it (Flush), it
+				// does, rather than leave the region to be lapped.
+				if k.ring.Free() > 0 || ps.makeRoom == nil || !r.reached() {
+					break
+				}
+				ps.makeRoom(k)
+			}
 		}
 		if n == 0 {
 			continue
