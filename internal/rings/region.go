@@ -87,9 +87,12 @@ func (r *regionCursor) take(ring *Ring) uint64 {
 // or a later lap's: a writer has reached pos. A slot whose first word is
 // still older decides nothing now but, rarely, a lap that began in a later
 // word, which the next look finds.
-func (r *regionCursor) reached() bool {
-	s := uint32(r.pos + 1)
-	x := uint32(loadWord(r.slots, int(r.pos&(r.n-1))*r.c) >> 32)
+func (r *regionCursor) reached() bool { return r.reachedAt(r.pos) }
+
+// reachedAt is reached for position p.
+func (r *regionCursor) reachedAt(p uint64) bool {
+	s := uint32(p + 1)
+	x := uint32(loadWord(r.slots, int(p&(r.n-1))*r.c) >> 32)
 	// x == s even for the stamp 0 (positions 2^32-1 mod 2^32): past the
 	// first lap no slot holds 0, and those positions lie far past it.
 	return x == s || newer(x, s, r.n)
@@ -162,6 +165,12 @@ func (r *regionCursor) last() (uint64, bool) {
 // within limit of it, are undecided: 0 when none is written.
 func (r *regionCursor) ahead(limit uint64) uint64 {
 	s := uint32(r.pos + 1)
+	if !r.reached() && !r.reachedAt(r.pos+1) {
+		// Idle (a STOP still to come leaves the START after it
+		// written): two loads, not a scan, under the pass lock at every
+		// dump, for every region of every communicator.
+		return 0
+	}
 	var n uint64
 	for p := r.pos; p < r.pos+min(limit, r.n); p++ {
 		base := int(p&(r.n-1)) * r.c
