@@ -64,6 +64,11 @@ func (r *regionCursor) take(ring *Ring) uint64 {
 		if n := r.emitRun(ring); n > 0 {
 			continue
 		}
+		if n := r.lappedRun(); n > 0 {
+			r.overwritten += n
+			r.pos += n
+			continue
+		}
 		q, ok := r.lapped()
 		if !ok {
 			break
@@ -96,6 +101,23 @@ func (r *regionCursor) reachedAt(p uint64) bool {
 	// x == s even for the stamp 0 (positions 2^32-1 mod 2^32): past the
 	// first lap no slot holds 0, and those positions lie far past it.
 	return x == s || newer(x, s, r.n)
+}
+
+// lappedRun counts the positions from pos on whose slot's first word holds
+// a later lap's stamp, up to a region's worth: overwritten, decided a run
+// at a time with one load each, in order through the region (a drain that
+// fell behind finds a run of them after each skip, and slot by slot, with
+// every word loaded twice, it stayed behind: bench/RESULTS.md, eighth
+// session).
+func (r *regionCursor) lappedRun() uint64 {
+	var n uint64
+	for ; n < r.n; n++ {
+		p := r.pos + n
+		if x := uint32(loadWord(r.slots, int(p&(r.n-1))*r.c) >> 32); !newer(x, uint32(p+1), r.n) {
+			break
+		}
+	}
+	return n
 }
 
 // lapped reports whether some word of pos's slot holds a later lap's stamp
