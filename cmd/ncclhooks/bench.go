@@ -139,8 +139,8 @@ func (b *bench) run(profiles []string, rates []float64) error {
 	}
 	defer counter.Close()
 	// The region design's record path, by hand (no load but the event's):
-	// the floor of a record hook with positions from the work counter,
-	// which hookgen does not generate (bench/RESULTS.md, seventh session).
+	// the floor that what hookgen generates for positions: work
+	// (examples/every-event.yaml) is measured against.
 	region, err := gpuharness.LoadRegionHook(dev, nil)
 	if err != nil {
 		return err
