@@ -4,8 +4,8 @@ package rings
 // regionCursor per (communicator, channel), over the regions in each
 // communicator's block. There is no head: the stamps alone decide.
 
-// workLookahead is how many positions past a cursor's stats look at for
-// records already written: NCCL starts a batch's work items (at most 64)
+// workLookahead is how far past a cursor a dump's pending count looks for
+// positions already written: NCCL starts a batch's work items (at most 64)
 // before it stops the first, so the positions written ahead of an
 // undecided one lie within 128 of it.
 const workLookahead = 256
