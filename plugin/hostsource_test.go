@@ -260,6 +260,47 @@ hooks:
 	}
 }
 
+// Work positions from NCCL's host events: the source counts each
+// (communicator, channel) from 1 as NCCL does, START from the thread that
+// starts the work and STOP from the proxy's, and every event lands once in
+// its communicator's region.
+func TestHostEventsWorkPositions(t *testing.T) {
+	const comms, colls, channels = 4, 30, 8
+	dir := t.TempDir()
+	prof := writeProfile(t, dir, `version: 1
+name: host-work
+output: {dump_interval: 1h}
+hooks:
+  - name: all
+    fields: [timestamp, workCounter, channelId, phase, comm]
+    buffer: {slots: 4096, overflow: overwrite_oldest, positions: work}
+`)
+	r := runHostDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_DUMP_DIR=" + dir}, 7, comms, colls, channels)
+	if len(r.warns) != 0 {
+		t.Fatalf("WARN lines: %v\n%s", r.warns, r.out)
+	}
+	o := readHostOutput(t, dir)
+	type key struct{ rank, k, ch, phase int }
+	seen := map[key]bool{}
+	for _, rec := range o.records["all"] {
+		rank, ok := o.ranks[int(num(t, rec, "comm"))]
+		wc, ch, ph := num(t, rec, "workCounter"), int(num(t, rec, "channelId")), int(num(t, rec, "phase"))
+		k := int(wc) - 1
+		kk := key{rank, k, ch, ph}
+		if !ok || k < 0 || k >= colls || ch >= channels || ph > 1 || seen[kk] {
+			t.Fatalf("record %v: no such kernel channel, or a second record of it", rec)
+		}
+		seen[kk] = true
+		if seq := num(t, rec, "seq"); seq != 2*wc+uint64(ph) {
+			t.Errorf("record %v: seq %d, want its region position %d", rec, seq, 2*wc+uint64(ph))
+		}
+	}
+	events := uint64(comms * colls * channels * 2)
+	if st := o.final["all"]; uint64(len(o.records["all"])) != events || st.Matched != events || st.Records != events || st.Dropped != 0 {
+		t.Errorf("%d records, final dump %+v; want every one of %d events", len(o.records["all"]), st, events)
+	}
+}
+
 // countOf is how many of colls collectives run the function name.
 func countOf(name string, colls int) int {
 	n := 0
