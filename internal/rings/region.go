@@ -6,12 +6,11 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/config"
 )
 
-// Work-counter positions: the drain side of the region design measured in
-// bench/RESULTS.md (seventh session), for hooks with buffer.positions: work
-// (work.go runs a cursor per region). A hook that takes a record's position from the event itself,
-// 2 x workCounter + phase, writes it into the region of its (communicator,
-// channel), at slot position mod n, with no counter to reserve it and no
-// load: NCCL runs a (communicator, channel) on one block at a time, so a
+// Work-counter positions (buffer.positions: work; work.go runs a cursor per
+// region; docs/ARCHITECTURE.md, "Work positions"). A hook that takes a
+// record's position from the event itself, 2 x workCounter + phase, writes
+// it into the region of its (communicator, channel), at slot position mod
+// n, with no counter to reserve it and no load: NCCL runs a (communicator, channel) on one block at a time, so a
 // region has one writer, and every work item reports START and STOP once,
 // so the positions of a region follow each other from the first one,
 // regionFirst. A STOP is written when its work item ends, after the STARTs
