@@ -79,6 +79,33 @@ type hostOutput struct {
 	aggs    map[string]schema.Aggregate // hook/name -> final snapshot
 }
 
+// hostRecord is a record of a kernel channel the host driver reported:
+// its rank, collective k (workCounter - 1), channel and phase.
+type hostRecord struct {
+	rec                map[string]json.RawMessage
+	rank, k, ch, phase int
+}
+
+// kernelChannelRecords returns hook's records, failing the test on one that
+// names no kernel channel the driver reported, or a second one of it.
+func (o *hostOutput) kernelChannelRecords(t *testing.T, hook string, colls, channels int) []hostRecord {
+	t.Helper()
+	seen := map[[4]int]bool{}
+	var out []hostRecord
+	for _, rec := range o.records[hook] {
+		rank, ok := o.ranks[int(num(t, rec, "comm"))]
+		hr := hostRecord{rank: rank, k: int(num(t, rec, "workCounter")) - 1, ch: int(num(t, rec, "channelId")), phase: int(num(t, rec, "phase"))}
+		key := [4]int{hr.rank, hr.k, hr.ch, hr.phase}
+		if !ok || hr.k < 0 || hr.k >= colls || hr.ch >= channels || hr.phase > 1 || seen[key] {
+			t.Fatalf("record %v: no such kernel channel, or a second record of it", rec)
+		}
+		seen[key] = true
+		hr.rec = rec
+		out = append(out, hr)
+	}
+	return out
+}
+
 func readHostOutput(t *testing.T, dir string) *hostOutput {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*.jsonl"))
@@ -184,17 +211,8 @@ hooks:
 				t.Fatalf("header backend %q, %d comm lines; want host, %d", o.header.Backend, len(o.ranks), comms)
 			}
 
-			type key struct{ rank, k, ch, phase int }
-			seen := map[key]bool{}
-			for _, rec := range o.records["all"] {
-				rank, ok := o.ranks[int(num(t, rec, "comm"))]
-				wc, ch, ph := num(t, rec, "workCounter"), int(num(t, rec, "channelId")), int(num(t, rec, "phase"))
-				k := int(wc) - 1
-				kk := key{rank, k, ch, ph}
-				if !ok || k < 0 || k >= colls || ch >= channels || ph > 1 || seen[kk] {
-					t.Fatalf("record %v: no such kernel channel, or a second record of it", rec)
-				}
-				seen[kk] = true
+			for _, hr := range o.kernelChannelRecords(t, "all", colls, channels) {
+				rec, rank, k, ch, ph := hr.rec, hr.rank, hr.k, hr.ch, hr.phase
 				want := hostT(rank, k, ch)
 				if ph == 1 {
 					want += hostD(k, ch)
@@ -280,19 +298,9 @@ hooks:
 		t.Fatalf("WARN lines: %v\n%s", r.warns, r.out)
 	}
 	o := readHostOutput(t, dir)
-	type key struct{ rank, k, ch, phase int }
-	seen := map[key]bool{}
-	for _, rec := range o.records["all"] {
-		rank, ok := o.ranks[int(num(t, rec, "comm"))]
-		wc, ch, ph := num(t, rec, "workCounter"), int(num(t, rec, "channelId")), int(num(t, rec, "phase"))
-		k := int(wc) - 1
-		kk := key{rank, k, ch, ph}
-		if !ok || k < 0 || k >= colls || ch >= channels || ph > 1 || seen[kk] {
-			t.Fatalf("record %v: no such kernel channel, or a second record of it", rec)
-		}
-		seen[kk] = true
-		if seq := num(t, rec, "seq"); seq != 2*wc+uint64(ph) {
-			t.Errorf("record %v: seq %d, want its region position %d", rec, seq, 2*wc+uint64(ph))
+	for _, hr := range o.kernelChannelRecords(t, "all", colls, channels) {
+		if pos, seq := 2*uint64(hr.k+1)+uint64(hr.phase), num(t, hr.rec, "seq"); seq != pos {
+			t.Errorf("record %v: seq %d, want its region position %d", hr.rec, seq, pos)
 		}
 	}
 	events := uint64(comms * colls * channels * 2)
