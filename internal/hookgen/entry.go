@@ -78,7 +78,6 @@ func (g *generator) hook(info *HookInfo) error {
 		header, early := needsHeader(h, used)
 		if info.Work {
 			// Its block has no header: comm is devCtx's low bits.
-			header = false
 			t.names["comm"] = cexpr{"((hk_i64)HK_COMM(blk))", kindInt}
 		}
 		if !header && len(h.Aggregates) == 0 && !usesFuncSets(h) && !info.Work {
@@ -157,6 +156,9 @@ func (g *generator) hook(info *HookInfo) error {
 // devCtx: a hook that needs no header loads nothing but what it uses, and one
 // that needs it after its predicate loads it only for the work items it keeps.
 func needsHeader(h *config.Hook, used map[string]bool) (header, early bool) {
+	if h.Buffer.Positions == config.PositionsWork {
+		return false, false // its block is its regions: no header (docs/ARCHITECTURE.md, "Work positions")
+	}
 	header = len(h.Fields) > 0 || used["comm"] || used["cudaDev"]
 	if !header || h.When == nil {
 		return header, false

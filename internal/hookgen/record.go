@@ -26,8 +26,11 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 			w.printf("    hk_u64* slot = HK_REGIONS(blk, HK_BLOCK_REGIONS_%d) +\n", info.Index)
 			w.printf("        ((hk_u64)(ev->channelId & %du) * %dULL + (pos & %dULL)) * %dULL;\n",
 				config.RegionChannels-1, info.RegionSlots, info.RegionSlots-1, l.Chunks)
-			w.printf("    {\n")
-			return g.recordStores(t, info)
+			if err := g.recordStores(t, info, "    "); err != nil {
+				return err
+			}
+			w.printf("  }\n")
+			return nil
 		}
 		w.printf("  /* record: %d fields, %d bytes in %d chunks; %d slots, %s */\n  {\n",
 			len(l.Fields), l.Bytes, l.Chunks, info.Slots, comment(string(info.Overflow)))
@@ -46,15 +49,19 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 			w.printf("    {\n")
 		}
 		w.printf("      hk_u64* slot = cx->hook[%d].slots + (pos & %s) * %dULL;\n", info.Index, mask, l.Chunks)
-		return g.recordStores(t, info)
+		if err := g.recordStores(t, info, "      "); err != nil {
+			return err
+		}
+		w.printf("    }\n  }\n")
+		return nil
 	})
 }
 
-// recordStores writes the end of a record: its stamp, fields, chunks and
-// stores into slot, at pos, and closes the two braces record opened.
-func (g *generator) recordStores(t *translator, info *HookInfo) error {
+// recordStores writes the end of a record, each line indented by in: its
+// stamp, fields, chunks and stores into slot, at pos.
+func (g *generator) recordStores(t *translator, info *HookInfo, in string) error {
 	h, w, l := info.Hook, &g.w, &info.Layout
-	w.printf("      const hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;\n")
+	w.printf("%sconst hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;\n", in)
 	for i, f := range l.Fields {
 		cf := h.Fields[i]
 		err := w.span(h.Name, "field "+f.Name, cf.Pos, func() error {
@@ -62,8 +69,8 @@ func (g *generator) recordStores(t *translator, info *HookInfo) error {
 			if !ok {
 				return fmt.Errorf("%s: hook %q: field %q: unknown source %q", cf.Pos, h.Name, f.Name, f.Source)
 			}
-			w.printf("      /* field %s <- %s as %s at byte %d (%s) */\n", comment(f.Name), comment(f.Source), f.Type, f.Offset, g.at.pos(cf.Pos))
-			w.printf("      const hk_u64 f%d = %s;\n", i, fieldBits(src, f.Type))
+			w.printf("%s/* field %s <- %s as %s at byte %d (%s) */\n", in, comment(f.Name), comment(f.Source), f.Type, f.Offset, g.at.pos(cf.Pos))
+			w.printf("%sconst hk_u64 f%d = %s;\n", in, i, fieldBits(src, f.Type))
 			return nil
 		})
 		if err != nil {
@@ -71,18 +78,17 @@ func (g *generator) recordStores(t *translator, info *HookInfo) error {
 		}
 	}
 	for c := 0; c < l.Chunks; c++ {
-		w.printf("      const hk_u32 c%d = %s;\n", c, chunk(l, c))
+		w.printf("%sconst hk_u32 c%d = %s;\n", in, c, chunk(l, c))
 	}
 	for c := 0; c < l.Chunks; {
 		if l.Chunks%2 == 0 { // slots are 16-byte aligned: vector stores
-			w.printf("      hk_store64x2(slot + %d, stamp | c%d, stamp | c%d);\n", c, c, c+1)
+			w.printf("%shk_store64x2(slot + %d, stamp | c%d, stamp | c%d);\n", in, c, c, c+1)
 			c += 2
 			continue
 		}
-		w.printf("      hk_store64(slot + %d, stamp | c%d);\n", c, c)
+		w.printf("%shk_store64(slot + %d, stamp | c%d);\n", in, c, c)
 		c++
 	}
-	w.printf("    }\n  }\n")
 	return nil
 }
 

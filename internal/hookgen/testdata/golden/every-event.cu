@@ -461,30 +461,28 @@ HK_FN void hk_hook_all(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_de
        torn), never writes past the block */
     hk_u64* slot = HK_REGIONS(blk, HK_BLOCK_REGIONS_0) +
         ((hk_u64)(ev->channelId & 63u) * 1024ULL + (pos & 1023ULL)) * 6ULL;
-    {
-      const hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;
-      /* field timestamp <- timestamp as u64 at byte 0 (every-event.yaml:15:14) */
-      const hk_u64 f0 = (hk_u64)((hk_i64)ev->timestamp);
-      /* field workCounter <- workCounter as u64 at byte 8 (every-event.yaml:15:25) */
-      const hk_u64 f1 = (hk_u64)((hk_i64)ev->workCounter);
-      /* field funcId <- funcId as u32 at byte 16 (every-event.yaml:15:38) */
-      const hk_u64 f2 = (hk_u64)(hk_u32)((hk_i64)ev->funcId);
-      /* field channelId <- channelId as u8 at byte 20 (every-event.yaml:15:46) */
-      const hk_u64 f3 = (hk_u64)(hk_u8)((hk_i64)ev->channelId);
-      /* field phase <- phase as u8 at byte 21 (every-event.yaml:15:57) */
-      const hk_u64 f4 = (hk_u64)(hk_u8)((hk_i64)ev->phase);
-      /* field comm <- comm as u8 at byte 22 (every-event.yaml:15:64) */
-      const hk_u64 f5 = (hk_u64)(hk_u8)((hk_i64)HK_COMM(blk));
-      const hk_u32 c0 = (hk_u32)f0;
-      const hk_u32 c1 = (hk_u32)(f0 >> 32);
-      const hk_u32 c2 = (hk_u32)f1;
-      const hk_u32 c3 = (hk_u32)(f1 >> 32);
-      const hk_u32 c4 = (hk_u32)f2;
-      const hk_u32 c5 = (hk_u32)f3 | (hk_u32)(f4 << 8) | (hk_u32)(f5 << 16);
-      hk_store64x2(slot + 0, stamp | c0, stamp | c1);
-      hk_store64x2(slot + 2, stamp | c2, stamp | c3);
-      hk_store64x2(slot + 4, stamp | c4, stamp | c5);
-    }
+    const hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;
+    /* field timestamp <- timestamp as u64 at byte 0 (every-event.yaml:15:14) */
+    const hk_u64 f0 = (hk_u64)((hk_i64)ev->timestamp);
+    /* field workCounter <- workCounter as u64 at byte 8 (every-event.yaml:15:25) */
+    const hk_u64 f1 = (hk_u64)((hk_i64)ev->workCounter);
+    /* field funcId <- funcId as u32 at byte 16 (every-event.yaml:15:38) */
+    const hk_u64 f2 = (hk_u64)(hk_u32)((hk_i64)ev->funcId);
+    /* field channelId <- channelId as u8 at byte 20 (every-event.yaml:15:46) */
+    const hk_u64 f3 = (hk_u64)(hk_u8)((hk_i64)ev->channelId);
+    /* field phase <- phase as u8 at byte 21 (every-event.yaml:15:57) */
+    const hk_u64 f4 = (hk_u64)(hk_u8)((hk_i64)ev->phase);
+    /* field comm <- comm as u8 at byte 22 (every-event.yaml:15:64) */
+    const hk_u64 f5 = (hk_u64)(hk_u8)((hk_i64)HK_COMM(blk));
+    const hk_u32 c0 = (hk_u32)f0;
+    const hk_u32 c1 = (hk_u32)(f0 >> 32);
+    const hk_u32 c2 = (hk_u32)f1;
+    const hk_u32 c3 = (hk_u32)(f1 >> 32);
+    const hk_u32 c4 = (hk_u32)f2;
+    const hk_u32 c5 = (hk_u32)f3 | (hk_u32)(f4 << 8) | (hk_u32)(f5 << 16);
+    hk_store64x2(slot + 0, stamp | c0, stamp | c1);
+    hk_store64x2(slot + 2, stamp | c2, stamp | c3);
+    hk_store64x2(slot + 4, stamp | c4, stamp | c5);
   }
 }
 
