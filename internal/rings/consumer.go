@@ -91,19 +91,13 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 		return &consumer{info: info, device: device, start: head, pos: head, head: head,
 			ring: NewRing(2, 0), funcField: -1}, nil
 	}
+	if info.Work {
+		n = uint64(info.RegionSlots) // each region's; the regions come with the communicators
+	}
 	if n == 0 || n&(n-1) != 0 {
 		return nil, fmt.Errorf("hook %q: %d slots is not a power of two", info.Name, n)
 	}
-	if info.Work {
-		n = uint64(info.RegionSlots)
-		if n == 0 || n&(n-1) != 0 {
-			return nil, fmt.Errorf("hook %q: %d slots per region is not a power of two", info.Name, n)
-		}
-		return &consumer{info: info, device: device, n: n, chunks: c, work: true,
-			ring: NewRing(ringCap, 4*c), words: make([]uint64, c), funcField: funcFieldOf(info),
-			funcMember: funcMemberOf(info)}, nil
-	}
-	if uint64(len(slots)) != n*uint64(c) {
+	if !info.Work && uint64(len(slots)) != n*uint64(c) {
 		return nil, fmt.Errorf("hook %q on device %d: slot view has %d words, want %d slots x %d words", info.Name, device, len(slots), n, c)
 	}
 	k := &consumer{
@@ -114,6 +108,7 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 		n:          n,
 		chunks:     c,
 		dropNewest: info.Overflow == config.DropNewest,
+		work:       info.Work,
 		start:      head,
 		pos:        head,
 		head:       head,
@@ -124,27 +119,13 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 	if k.dropNewest && uint64(len(holes)) != n {
 		return nil, fmt.Errorf("hook %q on device %d: hole view has %d stamps, want %d", info.Name, device, len(holes), n)
 	}
-	k.funcField, k.funcMember = funcFieldOf(info), funcMemberOf(info)
-	return k, nil
-}
-
-// funcFieldOf is the index of the hook's funcId-sourced field, -1 if none.
-func funcFieldOf(info *hookgen.HookInfo) int {
 	for i, f := range info.Layout.Fields {
 		if f.Source == "funcId" {
-			return i
+			k.funcField, k.funcMember = i, idMemberOf(f.Type)
+			break
 		}
 	}
-	return -1
-}
-
-// funcMemberOf is the member of a Value that holds the funcId field's id.
-func funcMemberOf(info *hookgen.HookInfo) idMember {
-	if i := funcFieldOf(info); i >= 0 {
-		return idMemberOf(info.Layout.Fields[i].Type)
-	}
-	var none idMember
-	return none
+	return k, nil
 }
 
 // newer reports whether stamp x was written by a later position of the same
