@@ -88,14 +88,23 @@ const (
 	WorkMaxComms   = WorkBlockAlign
 )
 
+// WorkComm says whether communicator comm can have a block of a Work
+// module: its index must fit devCtx's low bits.
+func WorkComm(comm int) error {
+	if comm < 0 || comm >= WorkMaxComms {
+		return fmt.Errorf("a profile with positions: work holds %d communicators per device (the index rides in the context's low bits); communicator %d gets no hook (profile it with fewer on the device, or with positions: shared)", WorkMaxComms, comm)
+	}
+	return nil
+}
+
 // WorkCtx is the devCtx of communicator comm whose block (of a Work
 // module) lies at block.
 func WorkCtx(block uintptr, comm int) (uintptr, error) {
-	switch {
-	case block%WorkBlockAlign != 0:
+	if err := WorkComm(comm); err != nil {
+		return 0, err
+	}
+	if block%WorkBlockAlign != 0 {
 		return 0, fmt.Errorf("the block of communicator %d at %#x is not aligned to %d bytes", comm, block, WorkBlockAlign)
-	case comm < 0 || comm >= WorkMaxComms:
-		return 0, fmt.Errorf("a profile with positions: work holds %d communicators per device (the index rides in the context's low bits); communicator %d gets no hook (profile it with fewer on the device, or with positions: shared)", WorkMaxComms, comm)
 	}
 	return block + uintptr(comm), nil
 }

@@ -148,8 +148,7 @@ func (d *device) CommCtx(comm int) (uintptr, error) {
 // regions, zeroed and aligned; devCtx is its address plus comm
 // (hookgen.WorkCtx).
 func (d *device) newWorkBlock(comm int) (unsafe.Pointer, error) {
-	if comm >= hookgen.WorkMaxComms {
-		_, err := hookgen.WorkCtx(0, comm)
+	if err := hookgen.WorkComm(comm); err != nil { // before its memory is taken
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
 	n := d.m.Block.Bytes

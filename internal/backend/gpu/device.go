@@ -268,8 +268,7 @@ func (d *Device) newBlock(comm int) (uint64, error) {
 // (hookgen.WorkCtx).
 func (d *Device) newWorkBlock(comm int) (uint64, error) {
 	m := d.c.mod
-	if comm >= hookgen.WorkMaxComms {
-		_, err := hookgen.WorkCtx(0, comm)
+	if err := hookgen.WorkComm(comm); err != nil { // before its memory is taken
 		return 0, fmt.Errorf("gpu backend: %w", err)
 	}
 	// Page-aligned in practice; aligned here in any case, host and device
