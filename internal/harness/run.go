@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/harness/gpuharness"
 )
 
 // Config is one harness run.
@@ -151,11 +152,11 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 const counterStride = 1 << 40
 
 // firstCounter is the work counter of communicator k's first work item on
-// each of its channels: k*counterStride + 1, since NCCL's per-(communicator,
-// channel) workCounter starts at 1 (a record mode that takes positions from
-// it, 2*workCounter + phase, drains from 2: an item at 0 would never drain).
-// The GPU harness starts at the same (gpuharness.Config.FirstCounter).
-func firstCounter(k int) uint64 { return uint64(k)*counterStride + 1 }
+// each of its channels, the GPU harness's (gpuharness.Config.FirstCounter).
+func firstCounter(k int) uint64 {
+	cfg := gpuharness.Config{CounterStride: counterStride}
+	return cfg.FirstCounter(k)
+}
 
 // emitCPU runs every channel of every communicator as its own thread, all
 // at once, so communicators on one device race on the same channel ids.
