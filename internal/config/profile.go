@@ -105,6 +105,17 @@ type Hook struct {
 	NamePos    Pos // its name's token (the entry's position when it has no name)
 }
 
+// DrainAggregates says whether the drain, not the device, computes h's
+// aggregates: a hook with work positions and aggregates records each event's
+// timestamp (and funcId when an aggregate is keyed by it) at 2 x
+// workCounter + phase, and the drain pairs the two positions of each work
+// item, which are adjacent in their region, into one value of duration.
+// Its aggregates count each work item whose START and STOP reached the
+// drain, as phase == STOP && paired does on the device.
+func (h *Hook) DrainAggregates() bool {
+	return h.Buffer.Positions == PositionsWork && len(h.Aggregates) > 0
+}
+
 // Let is a named expression usable by fields, aggregates and later lets.
 type Let struct {
 	Name string
@@ -131,7 +142,8 @@ const (
 	AggHistogram AggKind = "histogram"
 )
 
-// Aggregate is an on-device aggregation, keyed by bounded keys.
+// Aggregate is an aggregation, keyed by bounded keys: on the device, or in
+// the drain for a hook with work positions (Hook.DrainAggregates).
 type Aggregate struct {
 	Name    string
 	Kind    AggKind

@@ -19,10 +19,11 @@ var WorkPositionsLack = map[string]string{
 // checkWorkPositions applies the rules of buffer.positions: work. Such a
 // hook records every event (a position left unwritten would hold its
 // region's drain back until the region wraps), overwrites the oldest
-// records (keeping the newest needs the drain's position, a load), keeps no
-// aggregates and reads only the event, comm and the multiprocessor's own
-// registers; and every enabled hook of its profile must use work positions
-// too, since the communicator's block is then host memory.
+// records (keeping the newest needs the drain's position, a load), reads
+// only the event, comm and the multiprocessor's own registers, and either
+// records fields or has aggregates that the drain computes
+// (DrainAggregates); and every enabled hook of its profile must use work
+// positions too, since the communicator's block is then host memory.
 func checkWorkPositions(p *Profile, errs *ErrorList) {
 	var work, shared *Hook
 	for _, h := range p.EnabledHooks() {
@@ -32,8 +33,8 @@ func checkWorkPositions(p *Profile, errs *ErrorList) {
 		}
 		work = firstHook(work, h)
 		at := h.Buffer.PositionsPos
-		if len(h.Fields) == 0 {
-			errs.add(at, "hook %q: positions: work places records, and this hook has no fields", h.Name)
+		if len(h.Fields) > 0 && len(h.Aggregates) > 0 {
+			errs.add(h.Aggregates[0].Pos, "hook %q: with positions: work, a hook records fields or aggregates work items in the drain, not both: make them two hooks", h.Name)
 		}
 		if h.Buffer.Overflow != OverwriteOldest {
 			errs.add(at, "hook %q: positions: work needs overflow: %s (keeping the oldest records would need the drain's position, a load)", h.Name, OverwriteOldest)
@@ -48,13 +49,27 @@ func checkWorkPositions(p *Profile, errs *ErrorList) {
 			errs.add(h.Pos, "hook %q: positions: work records every event, and sample would leave positions unwritten: use positions: shared", h.Name)
 		}
 		for _, a := range h.Aggregates {
-			errs.add(a.Pos, "hook %q: positions: work keeps no aggregates (the communicator's block is host memory): aggregate in a profile of its own", h.Name)
+			checkDrainAggregate(h, a, errs)
 		}
 		checkWorkNames(h, errs)
 	}
 	if work != nil && shared != nil {
 		errs.add(shared.Buffer.PositionsPos, "hook %q uses positions: shared, and hook %q (%s) positions: work: every enabled hook of a profile must use work positions, or none", shared.Name, work.Name, work.Buffer.PositionsPos)
 	}
+}
+
+// checkDrainAggregate applies the rules of an aggregate of a hook with
+// work positions, which the drain computes (Hook.DrainAggregates): its
+// value is duration (STOP's timestamp less its START's, which the drain
+// pairs by position) or nothing, to count work items.
+func checkDrainAggregate(h *Hook, a *Aggregate, errs *ErrorList) {
+	if a.Value == nil {
+		return
+	}
+	if id, ok := a.Value.Tree.(*ast.IdentifierNode); ok && id.Value == "duration" {
+		return
+	}
+	errs.add(a.Value.Pos, "hook %q: aggregate %q: with positions: work the drain aggregates each work item from its START and STOP records, and its value can be duration, or none to count work items; not %q (record the values in a hook of their own, or use positions: shared)", h.Name, a.Name, a.Value.Source)
 }
 
 // firstHook keeps the first hook seen.

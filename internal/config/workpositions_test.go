@@ -19,6 +19,14 @@ func TestWorkPositions(t *testing.T) {
 	if b := p.Hooks[0].Buffer; b.Positions != PositionsWork || b.PositionsPos.Line != 6 || b.PositionsPos.Col != 67 {
 		t.Fatalf("buffer %+v, want work positions given at 6:67", b)
 	}
+	if p.Hooks[0].DrainAggregates() {
+		t.Error("a hook with fields and no aggregates is aggregated by the drain")
+	}
+	const drained = "  - name: lat\n    aggregate:\n      - {name: d, kind: histogram, value: duration, by: [funcId], buckets: log2}\n      - {name: n, kind: count, by: [channelId, comm]}\n" +
+		"    buffer: {slots: 65536, overflow: overwrite_oldest, positions: work}\n"
+	if p, err := Parse("p.yaml", []byte(header+drained)); err != nil || !p.Hooks[0].DrainAggregates() {
+		t.Fatalf("aggregates of a hook with work positions: %v, want accepted and computed by the drain", err)
+	}
 	if p, err := Parse("p.yaml", []byte(header+"  - {name: h, fields: [phase]}\n")); err != nil || p.Hooks[0].Buffer.Positions != PositionsShared {
 		t.Fatalf("default positions: %v, %v", err, p)
 	}
@@ -38,11 +46,16 @@ func TestWorkPositions(t *testing.T) {
 		{"sample",
 			"  - name: h\n    sample: 1/8\n    fields: [phase]\n    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
 			[]string{`4:5: hook "h": positions: work records every event, and sample would leave positions unwritten: use positions: shared`}},
-		{"aggregate and no fields",
-			"  - name: h\n    aggregate: [{name: n, kind: count}]\n    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
-			[]string{
-				`5:17: hook "h": positions: work keeps no aggregates (the communicator's block is host memory): aggregate in a profile of its own`,
-				`6:66: hook "h": positions: work places records, and this hook has no fields`}},
+		{"no fields and no aggregate",
+			"  - name: h\n    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{`4:5: hook "h" records nothing: add fields, aggregate, or both`}},
+		{"fields and aggregates",
+			"  - name: h\n    fields: [phase]\n    aggregate: [{name: n, kind: count}]\n    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{`6:17: hook "h": with positions: work, a hook records fields or aggregates work items in the drain, not both: make them two hooks`}},
+		{"an aggregate of another value",
+			"  - name: h\n    aggregate: [{name: d, kind: max, value: duration}, {name: n, kind: sum, value: channelId, by: [funcId]}]\n" +
+				"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{`5:84: hook "h": aggregate "n": with positions: work the drain aggregates each work item from its START and STOP records, and its value can be duration, or none to count work items; not "channelId" (record the values in a hook of their own, or use positions: shared)`}},
 		{"device state through a let and a field",
 			"  - name: h\n    let: [{name: d, expr: duration / 2}, {name: x, expr: \"d + 1\"}]\n    fields: [x, cudaDev]\n" +
 				"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",

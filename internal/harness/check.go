@@ -85,7 +85,7 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 			s.Refused = append(s.Refused, fmt.Sprintf("hook %q: %s", h.Name, why))
 			continue // left out of the device module: no records, no stats
 		}
-		if len(h.Fields) == 0 {
+		if len(h.Fields) == 0 && !h.DrainAggregates() {
 			continue // aggregate only: no records, checked above
 		}
 		pred, predErr := compilePredicate(h)
@@ -117,7 +117,12 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 			}
 			recs := out.records[statKey{h.Name, d}]
 			r.Lines = out.lines[statKey{h.Name, d}]
-			if r.Lines != r.Records {
+			switch {
+			case h.DrainAggregates():
+				if r.Lines != 0 { // its records go to its aggregates
+					r.Problems = append(r.Problems, fmt.Sprintf("%d record lines from a hook the drain aggregates", r.Lines))
+				}
+			case r.Lines != r.Records:
 				r.Problems = append(r.Problems, fmt.Sprintf("%d record lines but records_total %d", r.Lines, r.Records))
 			}
 			if evs, ok := logs[d]; ok && predErr == nil && pred != nil {

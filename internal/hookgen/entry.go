@@ -135,12 +135,15 @@ func (g *generator) hook(info *HookInfo) error {
 				}
 			}
 		}
-		if len(info.Layout.Fields) > 0 {
+		if info.Layout.Chunks > 0 {
 			if err := g.record(t, info); err != nil {
 				return err
 			}
 		}
 		for _, a := range h.Aggregates {
+			if info.Work {
+				break // the drain's (config.Hook.DrainAggregates)
+			}
 			if err := g.aggregate(t, h, a, g.aggOf(a)); err != nil {
 				return err
 			}

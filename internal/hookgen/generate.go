@@ -42,6 +42,7 @@ func Generate(p *config.Profile) (*Module, error) {
 		}
 		for _, a := range h.Aggregates {
 			info := aggInfo(h.Name, a, m.AggWords)
+			info.Drain = h.DrainAggregates()
 			m.Aggs = append(m.Aggs, info)
 			m.AggWords += info.Keys * info.RowWords
 		}
@@ -73,6 +74,10 @@ func hookInfo(index int, h *config.Hook) (*HookInfo, error) {
 			return nil, fmt.Errorf("%s: hook %q: positions: work needs overflow: %s", h.Buffer.PositionsPos, h.Name, config.OverwriteOldest)
 		}
 	}
+	if h.DrainAggregates() {
+		info.Layout = Layout{Bytes: 4 * DrainChunks, Chunks: DrainChunks}
+		return info, nil
+	}
 	off := 0
 	for _, f := range h.Fields {
 		if f.Type.Bytes() == 0 {
@@ -87,7 +92,9 @@ func hookInfo(index int, h *config.Hook) (*HookInfo, error) {
 }
 
 // hookExprs lists a hook's expressions in the order the generator visits
-// them (which is also the order function-name sets are numbered in).
+// them (which is also the order function-name sets are numbered in). The
+// aggregates of a hook the drain aggregates (config.Hook.DrainAggregates)
+// are not the device's.
 func hookExprs(h *config.Hook) []*config.Expr {
 	var es []*config.Expr
 	if h.When != nil {
@@ -95,6 +102,9 @@ func hookExprs(h *config.Hook) []*config.Expr {
 	}
 	for _, l := range h.Lets {
 		es = append(es, l.Expr)
+	}
+	if h.DrainAggregates() {
+		return es
 	}
 	for _, a := range h.Aggregates {
 		if a.Value != nil {

@@ -14,12 +14,20 @@ import (
 func (g *generator) record(t *translator, info *HookInfo) error {
 	h, w, l := info.Hook, &g.w, &info.Layout
 	H := len(g.m.Hooks)
-	pos := h.Fields[0].Pos
+	pos := h.Pos
+	if len(h.Fields) > 0 {
+		pos = h.Fields[0].Pos
+	}
 	return w.span(h.Name, "record", pos, func() error {
 		if info.Work {
-			w.printf("  /* record: %d fields, %d bytes in %d chunks; %d slots in each of %d channel regions,\n",
-				len(l.Fields), l.Bytes, l.Chunks, info.RegionSlots, config.RegionChannels)
-			w.printf("     positions from the work counter, %s */\n  {\n", comment(string(info.Overflow)))
+			if h.DrainAggregates() {
+				w.printf("  /* record for the drain's aggregates: timestamp and funcId in %d chunks; %d slots in each\n", l.Chunks, info.RegionSlots)
+				w.printf("     of %d channel regions, positions from the work counter, %s */\n  {\n", config.RegionChannels, comment(string(info.Overflow)))
+			} else {
+				w.printf("  /* record: %d fields, %d bytes in %d chunks; %d slots in each of %d channel regions,\n",
+					len(l.Fields), l.Bytes, l.Chunks, info.RegionSlots, config.RegionChannels)
+				w.printf("     positions from the work counter, %s */\n  {\n", comment(string(info.Overflow)))
+			}
 			w.printf("    const hk_u64 pos = 2ULL * ev->workCounter + (hk_u64)(ev->phase & 1u);\n")
 			w.printf("    /* a channel beyond NCCL's %d shares a region (its records are told overwritten or\n", config.RegionChannels)
 			w.printf("       torn), never writes past the block */\n")
@@ -62,6 +70,10 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 func (g *generator) recordStores(t *translator, info *HookInfo, in string) error {
 	h, w, l := info.Hook, &g.w, &info.Layout
 	w.printf("%sconst hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;\n", in)
+	if h.DrainAggregates() {
+		g.drainStores(in)
+		return nil
+	}
 	for i, f := range l.Fields {
 		cf := h.Fields[i]
 		err := w.span(h.Name, "field "+f.Name, cf.Pos, func() error {
@@ -90,6 +102,18 @@ func (g *generator) recordStores(t *translator, info *HookInfo, in string) error
 		c++
 	}
 	return nil
+}
+
+// drainStores writes a drain record's chunks (DrainRecord) and its store.
+func (g *generator) drainStores(in string) {
+	w := &g.w
+	w.printf("%s/* the timestamp's low %d bits: the drain's durations are their differences */\n", in, DrainTimeBits)
+	w.printf("%sconst hk_u64 t = ev->timestamp;\n", in)
+	w.printf("%s/* the funcId key: %d, the overflow row, for any larger id */\n", in, config.MaxFuncIDs)
+	w.printf("%sconst hk_u32 fn = ev->funcId < %du ? ev->funcId : %du;\n", in, config.MaxFuncIDs, config.MaxFuncIDs)
+	w.printf("%sconst hk_u32 c0 = (hk_u32)t;\n", in)
+	w.printf("%sconst hk_u32 c1 = ((hk_u32)(t >> 32) & %#xu) | fn << %d;\n", in, 1<<DrainFuncShift-1, DrainFuncShift)
+	w.printf("%shk_store64x2(slot + 0, stamp | c0, stamp | c1);\n", in)
 }
 
 // fieldBits converts a value to the little-endian bits of a stored type,

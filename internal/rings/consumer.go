@@ -44,6 +44,9 @@ type consumer struct {
 	regions   []*regionCursor
 	regionsOf func(comm int) []uint64
 	comms     func() int
+	// drainAggs: the hook's aggregates, which the drain computes from its
+	// records (drainagg.go); its records go to them, not to the ring.
+	drainAggs *drainAggs
 
 	start uint64 // head when the device was added: positions before it belong to an earlier drainer
 	pos   uint64 // next undecided position
@@ -112,7 +115,7 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 		start:      head,
 		pos:        head,
 		head:       head,
-		ring:       NewRing(ringCap, 4*c),
+		ring:       NewRing(ringCapOf(info, ringCap), 4*c),
 		words:      make([]uint64, c),
 		funcField:  -1,
 	}
@@ -126,6 +129,15 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 		}
 	}
 	return k, nil
+}
+
+// ringCapOf is the ring capacity of hook info's consumer: none to speak
+// of for a hook the drain aggregates, whose records go to its aggregates.
+func ringCapOf(info *hookgen.HookInfo, ringCap int) int {
+	if info.Hook != nil && info.Hook.DrainAggregates() {
+		return 2
+	}
+	return ringCap
 }
 
 // newer reports whether stamp x was written by a later position of the same
@@ -548,17 +560,21 @@ func (k *consumer) stats() sinks.Stats {
 	ringFull := k.ring.Refused()
 	dropped := k.bufferFull + k.overwritten + k.torn + ringFull
 	matched, pending := k.head-k.start, k.head-k.pos
+	records := k.ring.Pushed()
 	if k.work {
 		// No head: what is decided, and what the stamps show written
 		// beyond it.
 		pending = k.workPending()
-		matched = k.ring.Pushed() + dropped + pending
+		if k.drainAggs != nil {
+			records = k.aggregated()
+		}
+		matched = records + dropped + pending
 	}
 	return sinks.Stats{
 		Hook:               k.info.Name,
 		Device:             k.device,
 		Matched:            matched,
-		Records:            k.ring.Pushed(),
+		Records:            records,
 		Dropped:            dropped,
 		DroppedBufferFull:  k.bufferFull,
 		DroppedOverwritten: k.overwritten,

@@ -68,6 +68,14 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 		if k.work {
 			k.regionsOf = func(comm int) []uint64 { return dev.Regions(comm, h) }
 			k.comms = dev.Comms
+			if info.Hook != nil && info.Hook.DrainAggregates() {
+				k.drainAggs = &drainAggs{cells: dv.agg}
+				for _, a := range m.Aggs {
+					if a.Hook == info.Name {
+						k.drainAggs.aggs = append(k.drainAggs.aggs, a)
+					}
+				}
+			}
 		}
 		if k.dropNewest {
 			scratch := make([]uint64, len(dv.ctl))

@@ -58,7 +58,7 @@ func (d *Drainer) aggSnapshots(dv *device, now int64, final bool) []sinks.AggSna
 	if len(dv.mod.Aggs) == 0 {
 		return nil
 	}
-	if err := dv.dev.ReadAgg(dv.agg); err != nil {
+	if err := dv.readAgg(); err != nil {
 		if !dv.aggErr {
 			dv.aggErr = true
 			d.logReadFailure(dv, err, "reading aggregates failed, their snapshots are left out")
@@ -78,6 +78,15 @@ func (d *Drainer) aggSnapshots(dv *device, now int64, final bool) []sinks.AggSna
 		out = append(out, sinks.AggSnapshot{Info: a, Device: dv.ordinal, TimeUnixNs: now, Final: final, Rows: rows})
 	}
 	return out
+}
+
+// readAgg reads the device's aggregates into dv.agg, but for a Work module,
+// whose aggregates the drain keeps there itself.
+func (dv *device) readAgg() error {
+	if dv.mod.Work {
+		return nil
+	}
+	return dv.dev.ReadAgg(dv.agg)
 }
 
 // Flush drains every device now, delivers what it found and writes a dump.

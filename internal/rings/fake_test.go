@@ -224,6 +224,9 @@ type recordingSink struct {
 	dumps   []sinks.Dump
 	bad     []string
 	total   atomic.Int64 // records received, readable while the drainer runs
+	// drained are hooks the drain aggregates: their records are counted,
+	// not delivered.
+	drained map[string]bool
 }
 
 func newRecordingSink(t *testing.T) *recordingSink {
@@ -250,7 +253,7 @@ func (s *recordingSink) Dump(d *sinks.Dump) error {
 	c.Aggs = append([]sinks.AggSnapshot(nil), d.Aggs...)
 	for _, st := range d.Stats {
 		// A dump follows exactly the records it counts.
-		if got := s.seen[key{st.Hook, st.Device}]; got != st.Records {
+		if got := s.seen[key{st.Hook, st.Device}]; got != st.Records && !s.drained[st.Hook] {
 			s.bad = append(s.bad, fmt.Sprintf("dump %d %s/%d: %d records delivered before it, stats say %d", st.Dump, st.Hook, st.Device, got, st.Records))
 		}
 		if st.Matched != st.Records+st.Dropped+st.Pending {

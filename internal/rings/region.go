@@ -44,6 +44,14 @@ type regionCursor struct {
 	pos   uint64   // the next undecided position
 
 	records, overwritten, torn uint64
+
+	// A hook whose aggregates the drain computes (drainagg.go): its
+	// records go to agg, paired, not to a ring. channel and comm are the
+	// region's keys; startedAt is the STOP position the last START seen
+	// waits for (0: none), startTime its timestamp.
+	agg                  *drainAggs
+	channel, comm        int
+	startedAt, startTime uint64
 }
 
 func newRegionCursor(slots []uint64, n uint64, c int) *regionCursor {
@@ -60,7 +68,7 @@ func (r *regionCursor) decided() uint64 { return r.pos - regionFirst }
 func (r *regionCursor) take(ring *Ring) uint64 {
 	from := r.pos
 	for {
-		if n := r.emitRun(ring); n > 0 {
+		if n := r.run(ring); n > 0 {
 			continue
 		}
 		if n := r.lappedRun(); n > 0 {
@@ -135,6 +143,15 @@ func (r *regionCursor) lapped() (uint64, bool) {
 }
 
 func loadWord(w []uint64, i int) uint64 { return atomic.LoadUint64(&w[i]) }
+
+// run decides the run of complete records from pos on: into ring, or, for
+// a hook the drain aggregates, into its aggregates.
+func (r *regionCursor) run(ring *Ring) uint64 {
+	if r.agg != nil {
+		return r.pairRun()
+	}
+	return r.emitRun(ring)
+}
 
 // emitRun copies the run of complete records from pos into ring, a stretch
 // that wraps neither the region nor the ring at a time (copyRecords), and

@@ -22,6 +22,8 @@ type regionProducer struct {
 	// wrote: every position's fate, for the check.
 	complete map[uint64]bool
 	last     uint64 // the latest position it wrote a word of
+	// payload, when set, is position p's record in place of regionPayload.
+	payload func(p uint64) []uint32
 }
 
 // payload is position p's record: its chunks, derived from p.
@@ -39,6 +41,9 @@ func (g *regionProducer) write(p uint64, words int) {
 	base := int(p&(g.n-1)) * g.c
 	st := uint64(uint32(p+1)) << 32
 	pl := regionPayload(p, g.c)
+	if g.payload != nil {
+		pl = g.payload(p)
+	}
 	for _, i := range g.rng.Perm(g.c)[:words] {
 		atomic.StoreUint64(&g.slots[base+i], st|uint64(pl[i]))
 	}

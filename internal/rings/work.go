@@ -20,7 +20,9 @@ func (k *consumer) addRegions() {
 		}
 		w := int(k.n) * k.chunks
 		for ch := range regionChannels {
-			k.regions = append(k.regions, newRegionCursor(view[ch*w:(ch+1)*w:(ch+1)*w], k.n, k.chunks))
+			r := newRegionCursor(view[ch*w:(ch+1)*w:(ch+1)*w], k.n, k.chunks)
+			r.agg, r.channel, r.comm = k.drainAggs, ch, c
+			k.regions = append(k.regions, r)
 		}
 	}
 }

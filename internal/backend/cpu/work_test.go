@@ -101,3 +101,50 @@ func TestWorkPositionsPlaceEachEvent(t *testing.T) {
 		t.Error("Regions of a communicator or hook that does not exist is not nil")
 	}
 }
+
+// A hook whose aggregates the drain computes stores, at each event's work
+// position, the two chunks hookgen.DrainRecord reads: the timestamp's low
+// 53 bits, whatever its high bits, and the funcId key, an id past
+// config.MaxFuncIDs in the overflow row, with nothing of one in the other.
+func TestDrainRecordsHoldTimestampAndFuncKey(t *testing.T) {
+	p, err := config.Parse("p.yaml", []byte(`version: 1
+name: drained
+hooks:
+  - name: lat
+    aggregate: [{name: d, kind: max, value: duration, by: [funcId]}]
+    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, d := load(t, p, 0)
+	if c := m.Hooks[0].Layout.SlotWords(); c != hookgen.DrainChunks {
+		t.Fatalf("drain records of %d words, want %d", c, hookgen.DrainChunks)
+	}
+	ctx, err := d.CommCtx(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16 // region slots
+	for i, tt := range []struct {
+		ts     uint64
+		funcID uint32
+	}{{1, 0}, {1<<53 - 1, 1023}, {^uint64(0), 1024}, {0xfff0_0000_1234_5678, 5000}, {1 << 53, 7}} {
+		ch := uint8(3 * i)
+		ev := cdrive.Event{Timestamp: tt.ts, WorkCounter: uint64(i + 1), FuncID: tt.funcID, ChannelID: ch, Phase: uint8(i & 1)}
+		cdrive.Call(d.Entry(), ctx, ev)
+		pos := 2*ev.WorkCounter + uint64(ev.Phase)
+		words := d.Regions(0, 0)[(int(ch)*n+int(pos%n))*2:][:2]
+		w0, w1 := atomic.LoadUint64(&words[0]), atomic.LoadUint64(&words[1])
+		if w0>>32 != pos+1 || w1>>32 != pos+1 {
+			t.Fatalf("event %d: stamps %d, %d, want %d", i, w0>>32, w1>>32, pos+1)
+		}
+		ts, fn := hookgen.DrainRecord(uint32(w0), uint32(w1))
+		if want := tt.ts & (1<<hookgen.DrainTimeBits - 1); ts != want {
+			t.Errorf("event %d: timestamp %#x, want %#x", i, ts, want)
+		}
+		if want := min(tt.funcID, config.MaxFuncIDs); fn != want {
+			t.Errorf("event %d: funcId key %d, want %d", i, fn, want)
+		}
+	}
+}
