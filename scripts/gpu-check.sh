@@ -81,12 +81,12 @@ main() {
     cp "$WORK/caller-matrix.md" "$OUT/" 2>/dev/null
   fi
   if has examples; then
-    for ex in all-events every-event latency skew field-capture sampled-trace; do
+    for ex in all-events every-event latency drain-latency skew field-capture sampled-trace; do
       echo "== ncclhooks run examples/$ex.yaml --backend gpu"
       $BIN/ncclhooks run examples/$ex.yaml --backend gpu --out "$WORK/$ex" --devices 1 --comms 4 --channels 16 --items 1000 --batch 4 --bytes 65536 2>&1 | tail -9
     done
     echo "== graph mode"
-    for ex in all-events every-event; do
+    for ex in all-events every-event drain-latency; do
       $BIN/ncclhooks run examples/$ex.yaml --backend gpu --graph --replays 5 --out "$WORK/graph-$ex" --devices 1 --comms 3 --channels 16 --items 400 2>&1 | tail -6
     done
   fi
@@ -196,7 +196,7 @@ PY
   fi
   if has bench; then
     echo "== bench (hook cost against the nop hook; sustained rates ${BENCH_RATES:-1e7})"
-    timeout 280 $BIN/ncclhooks bench -profiles bench/profiles/count.yaml,examples/all-events.yaml,examples/every-event.yaml,examples/latency.yaml,examples/field-capture.yaml \
+    timeout 280 $BIN/ncclhooks bench -profiles bench/profiles/count.yaml,examples/all-events.yaml,examples/every-event.yaml,examples/latency.yaml,examples/drain-latency.yaml,examples/field-capture.yaml \
       -rates "${BENCH_RATES:-1e7}" -o "$OUT/bench.md" -cpuprofile "$OUT/drain.pprof" 2>&1 | tail -60
   fi
 }

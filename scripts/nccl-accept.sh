@@ -65,7 +65,7 @@ cat "$W/$tag-all-events-c4.check" 2>/dev/null | cut -c1-400
 
 [ $TIMING = 1 ] || exit $status
 ROUNDS=${TIMING_ROUNDS:-8}
-read -ra LABELS <<< "${TIMING_LABELS:-none nop latency all-events every-event}"
+read -ra LABELS <<< "${TIMING_LABELS:-none nop latency drain-latency all-events every-event}"
 read -ra SIZES <<< "${TIMING_BYTES:-8}"
 echo "== NCCL $tag: time per NCCL call (grouped send/recv to self, 1 communicator; $ROUNDS rounds alternating ${LABELS[*]}, one process each, best of 5 x 2000 calls inside a process)"
 run_timing() { # label profile-or-empty bytes

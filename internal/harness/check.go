@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
 // checkContexts checks what getDeviceHook gave the communicators: one hook
@@ -122,6 +123,7 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 				if r.Lines != 0 { // its records go to its aggregates
 					r.Problems = append(r.Problems, fmt.Sprintf("%d record lines from a hook the drain aggregates", r.Lines))
 				}
+				r.Problems = checkDrainCounts(h, d, st, out, r.Problems)
 			case r.Lines != r.Records:
 				r.Problems = append(r.Problems, fmt.Sprintf("%d record lines but records_total %d", r.Lines, r.Records))
 			}
@@ -173,4 +175,24 @@ func (s *Summary) checkComms(out *output, logs map[int][]Event) {
 			}
 		}
 	}
+}
+
+// checkDrainCounts checks, without the events, the work items a hook the
+// drain aggregates counted on device d: each work item is two positions,
+// START and STOP, and counts unless one of its records was dropped, so
+// every aggregate counts matched/2 work items less at most one per record
+// dropped, exactly matched/2 when none was.
+func checkDrainCounts(h *config.Hook, d int, st schema.DumpStats, out *output, problems []string) []string {
+	items := st.Matched / 2
+	for _, a := range h.Aggregates {
+		var n uint64
+		for _, r := range out.aggs[aggKey{h.Name, d, a.Name}] {
+			n += r.Count
+		}
+		if n > items || n+st.Dropped < items {
+			problems = append(problems, fmt.Sprintf("aggregate %s counts %d work items; %d matched positions and %d dropped allow %d to %d",
+				a.Name, n, st.Matched, st.Dropped, items-min(items, st.Dropped), items))
+		}
+	}
+	return problems
 }

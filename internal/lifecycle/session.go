@@ -438,8 +438,12 @@ func (s *Session) loadDevice(ord int) backend.Device {
 	m := s.module
 	for _, h := range m.Hooks {
 		if h.Work {
-			bufs = append(bufs, fmt.Sprintf("%s: %d regions x %d slots x %d B per communicator, positions from the work counter, %s",
-				h.Name, config.RegionChannels, h.RegionSlots, 8*h.Layout.SlotWords(), h.Overflow))
+			drained := ""
+			if h.Hook.DrainAggregates() {
+				drained = ", START and STOP paired by the drain into its aggregates"
+			}
+			bufs = append(bufs, fmt.Sprintf("%s: %d regions x %d slots x %d B per communicator, positions from the work counter, %s%s",
+				h.Name, config.RegionChannels, h.RegionSlots, 8*h.Layout.SlotWords(), h.Overflow, drained))
 			continue
 		}
 		bufs = append(bufs, fmt.Sprintf("%s: %d slots x %d B, %s", h.Name, h.Slots, 8*h.Layout.SlotWords(), h.Overflow))

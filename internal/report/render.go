@@ -142,7 +142,7 @@ func (r *Report) Write(w io.Writer, f Format, summary bool) error {
 	if len(g.rows) > 0 {
 		io.WriteString(w, "\n")
 	}
-	io.WriteString(w, "on-device aggregates (all devices and ranks merged; histogram quantiles are bucket upper bounds)\n\n")
+	io.WriteString(w, "aggregates (on the device, or by the drain for work positions; all devices and ranks merged; histogram quantiles are bucket upper bounds)\n\n")
 	a := grid{header: []string{"hook", "aggregate", "kind", "func", "channel", "count", "sum", "min", "max", "p50 <=", "p90 <=", "p99 <="}}
 	for _, ag := range r.Aggregates {
 		for _, row := range ag.Rows {
