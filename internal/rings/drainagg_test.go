@@ -244,3 +244,31 @@ func rowOf(a *config.Aggregate, r sinks.AggRow) int {
 	}
 	return a.RowOf(key(r.FuncID, config.MaxFuncIDs), key(r.ChannelID, config.MaxChannels), key(r.Comm, config.MaxCommKeys))
 }
+
+// A pass that aggregates a drained hook's records wakes no deliverer: they
+// go to its aggregates, and its ring stays empty.
+func TestDrainAggregatesWakeNoDeliverer(t *testing.T) {
+	m := drainProfile(t, 16)
+	dev := newFakeDevice(0, m)
+	// The poller waits an hour between passes: this test's pass decides.
+	d := NewDrainer(Options{Sink: newRecordingSink(t), PollInterval: time.Hour, DumpInterval: time.Hour})
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.CommCtx(0); err != nil {
+		t.Fatal(err)
+	}
+	g := &regionProducer{slots: dev.Regions(0, 0)[:16*hookgen.DrainChunks], n: 16, c: hookgen.DrainChunks,
+		rng: rand.New(rand.NewPCG(1, 2)), complete: map[uint64]bool{}, payload: drainPayload(0, 0)}
+	g.run(4, 0, 0, func() {})
+	k := (*d.devices.Load())[0].consumers[0]
+	woken := 0
+	d.passMu.Lock() // the poller's
+	res := k.drainWork(&pass{wake: func() { woken++ }, drop: func(*consumer, stage, uint64) {}})
+	d.passMu.Unlock()
+	if res.decided != 8 || res.pushed || woken != 0 || k.ring.Pushed() != 0 {
+		t.Errorf("pass decided %d, pushed %v, woke the deliverer %d times, ring %d records; want 8, false, 0, 0",
+			res.decided, res.pushed, woken, k.ring.Pushed())
+	}
+	d.Close()
+}

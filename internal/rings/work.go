@@ -73,7 +73,7 @@ func (k *consumer) drainWork(ps *pass) passResult {
 			k.torn += d
 			ps.drop(k, stageTorn, d)
 		}
-		if r.records > records {
+		if r.records > records && r.agg == nil { // a drained hook's records go to its aggregates, not to the ring
 			res.pushed = true
 			if ps.wake != nil {
 				ps.wake()
