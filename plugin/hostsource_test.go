@@ -309,6 +309,77 @@ hooks:
 	}
 }
 
+// Latency paired by the drain from NCCL's host events, through the real
+// plugin: every kernel channel of every collective counts once, in its
+// function's rows, with NCCL's own duration, and its records are counted,
+// never written.
+func TestHostEventsDrainLatency(t *testing.T) {
+	const comms, colls, channels = 4, 30, 8
+	dir := t.TempDir()
+	prof := writeProfile(t, dir, `version: 1
+name: host-drain
+output: {dump_interval: 1h}
+hooks:
+  - name: latency
+    aggregate:
+      - {name: per_func, kind: sum, value: duration, by: [funcId]}
+      - {name: slowest, kind: max, value: duration, by: [funcId, comm]}
+      - {name: per_channel, kind: count, by: [channelId]}
+    buffer: {slots: 4096, overflow: overwrite_oldest, positions: work}
+`)
+	r := runHostDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_DUMP_DIR=" + dir}, 7, comms, colls, channels)
+	if len(r.warns) != 0 {
+		t.Fatalf("WARN lines: %v\n%s", r.warns, r.out)
+	}
+	if !strings.Contains(r.out, "START and STOP paired by the drain") {
+		t.Errorf("no INFO line saying the drain pairs the records:\n%s", r.out)
+	}
+	o := readHostOutput(t, dir)
+	events := uint64(comms * colls * channels * 2)
+	if st := o.final["latency"]; len(o.records["latency"]) != 0 || st.Matched != events || st.Records != events || st.Dropped != 0 || st.Pending != 0 {
+		t.Errorf("%d record lines, final dump %+v; want none written and all %d events counted", len(o.records["latency"]), st, events)
+	}
+	wantSum, wantMax, wantCount := map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
+	for k := range colls {
+		fn := hostColls[k%len(hostColls)]
+		for ch := range channels {
+			wantSum[fn] += comms * hostD(k, ch)
+			wantCount[fmt.Sprint(ch)] += comms
+			wantMax[fn] = max(wantMax[fn], hostD(k, ch))
+		}
+	}
+	gotSum := map[string]uint64{}
+	for _, row := range o.aggs["latency/per_func"].Rows {
+		s, err := row.Sum.Int64()
+		if err != nil {
+			t.Fatalf("per_func %s: sum %q: %v", row.Func, row.Sum, err)
+		}
+		gotSum[row.Func] = uint64(s)
+		if want := uint64(comms * channels * countOf(row.Func, colls)); row.Count != want {
+			t.Errorf("per_func %s: %d work items, want %d", row.Func, row.Count, want)
+		}
+	}
+	if fmt.Sprint(gotSum) != fmt.Sprint(wantSum) {
+		t.Errorf("sum of durations by function %v, want %v", gotSum, wantSum)
+	}
+	slowest := o.aggs["latency/slowest"].Rows
+	if len(slowest) != comms*len(wantMax) {
+		t.Errorf("%d rows of slowest by function and communicator, want %d", len(slowest), comms*len(wantMax))
+	}
+	for _, row := range slowest {
+		if row.Max == nil || uint64(*row.Max) != wantMax[row.Func] {
+			t.Errorf("slowest %s comm %s: %v, want %d", row.Func, row.Comm, row.Max, wantMax[row.Func])
+		}
+	}
+	gotCount := map[string]uint64{}
+	for _, row := range o.aggs["latency/per_channel"].Rows {
+		gotCount[string(row.ChannelID)] = row.Count
+	}
+	if fmt.Sprint(gotCount) != fmt.Sprint(wantCount) {
+		t.Errorf("work items by channel %v, want %v", gotCount, wantCount)
+	}
+}
+
 // countOf is how many of colls collectives run the function name.
 func countOf(name string, colls int) int {
 	n := 0
