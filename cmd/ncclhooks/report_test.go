@@ -198,3 +198,23 @@ func TestReportComputesSkewOfSkewExample(t *testing.T) {
 		t.Errorf("the table has no skew section:\n%s", text)
 	}
 }
+
+// The report of examples/drain-latency.yaml: its hook writes no record
+// lines, and says so rather than "0 records"; its aggregates, by function,
+// count what the run counted.
+func TestReportOfDrainLatency(t *testing.T) {
+	dir := t.TempDir()
+	if out, code := cli(t, "run", "../../examples/drain-latency.yaml", "--backend", "cpu", "--out", dir, "--items", "400"); code != 0 {
+		t.Fatalf("run: exit %d:\n%s", code, out)
+	}
+	out, code := cli(t, "report", dir)
+	if code != 0 {
+		t.Fatalf("report: exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(out, "hook latency: records aggregated by the drain, none written; capture ") {
+		t.Errorf("no line saying the hook's records went to its aggregates:\n%s", out)
+	}
+	if !strings.Contains(out, "latency  duration_ns  histogram  AllReduce_Sum_f32_RING_LL") {
+		t.Errorf("no duration_ns row for AllReduce_Sum_f32_RING_LL:\n%s", out)
+	}
+}
