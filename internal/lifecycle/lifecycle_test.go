@@ -111,3 +111,41 @@ func TestSessionInactiveWithoutProfile(t *testing.T) {
 		t.Errorf("want exactly one WARN naming NCCL_HOOKS_PROFILE:\n%s", strings.Join(l.lines, "\n"))
 	}
 }
+
+// With work positions, a communicator finalized while another lives has its
+// regions retired from the drain (one INFO line says so), and the last
+// finalize settles the outputs as ever.
+func TestSessionRetiresFinalizedCommunicators(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(prof, []byte("version: 1\nname: p\noutput: {dump_interval: 1h}\nhooks:\n  - name: all\n    fields: [timestamp, phase]\n    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l := &logs{}
+	s := session(t, lifecycle.Knobs{Profile: prof, Backend: "cpu", CC: "cc", DumpDir: dir, CacheDir: "off"}, l)
+	a := s.Init(0xa, "comm-a", 1, 2, 0, 7)
+	b := s.Init(0xb, "comm-b", 1, 2, 1, 7)
+	if hook, _ := s.DeviceHook(0, a); hook == 0 {
+		t.Fatalf("no hook:\n%s", strings.Join(l.lines, "\n"))
+	}
+	s.DeviceHook(0, b)
+	s.Finalize(b)
+	retired := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		n := 0
+		for _, line := range l.lines {
+			if strings.Contains(line, "finalized: its regions on device 0 (comm index 1) are settled at the next pass and polled no more") {
+				n++
+			}
+		}
+		return n
+	}
+	if retired() != 1 {
+		t.Errorf("no INFO line retiring communicator 1:\n%s", strings.Join(l.lines, "\n"))
+	}
+	s.Finalize(a) // the last: settles, retires nothing
+	if retired() != 1 || l.count("WARN") != 0 {
+		t.Errorf("after the last finalize:\n%s", strings.Join(l.lines, "\n"))
+	}
+}

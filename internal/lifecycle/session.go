@@ -85,6 +85,9 @@ type comm struct {
 	nRanks    int
 	rank      int
 	hookAsked bool // getDeviceHook gave it its context
+	// attached: it got a context, communicator index on device.
+	attached      bool
+	device, index int
 }
 
 func (c *comm) String() string {
@@ -360,6 +363,7 @@ func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index
 	desc := fmt.Sprintf("communicator %d", index) // getDeviceHook with no init before it
 	if c != nil {
 		c.hookAsked = true
+		c.attached, c.device, c.index = true, ord, index
 		info.ID, info.Name, info.Rank, info.NRanks, info.NNodes = c.commID, c.name, c.rank, c.nRanks, c.nNodes
 		desc = c.String()
 	}
@@ -577,7 +581,16 @@ func (s *Session) Finalize(id uint64) {
 	}
 	desc := c.String()
 	delete(s.comms, id)
-	if len(s.comms) > 0 || s.drainer == nil {
+	if s.drainer == nil {
+		return
+	}
+	if len(s.comms) > 0 {
+		if c.attached && s.module != nil && s.module.Work {
+			// Its hooks no longer run: the drain settles its regions
+			// and polls them no more.
+			s.drainer.Retire(c.device, c.index)
+			s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s finalized: its regions on device %d (comm index %d) are settled at the next pass and polled no more", desc, c.device, c.index))
+		}
 		return
 	}
 	// The settle writes to storage that may be slow or hung (a network file

@@ -47,6 +47,14 @@ type consumer struct {
 	// drainAggs: the hook's aggregates, which the drain computes from its
 	// records (drainagg.go); its records go to them, not to the ring.
 	drainAggs *drainAggs
+	// retirements are the device's finalized communicators; retireSeen
+	// how many of them retiring took; retiring those whose regions are
+	// still to settle. A retired region's cursor is nil in regions, its
+	// records (of a drained hook) in retiredRecords.
+	retirements    *retirements
+	retireSeen     int
+	retiring       []int
+	retiredRecords uint64
 
 	start uint64 // head when the device was added: positions before it belong to an earlier drainer
 	pos   uint64 // next undecided position

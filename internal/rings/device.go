@@ -17,9 +17,10 @@ type device struct {
 	ctl       []uint64
 	agg       []uint64
 	consumers []*consumer
-	ctlErr    bool // a failed ReadCtl was logged
-	ctlFailed bool // the last ReadCtl failed: its host memory is not read (burst, lightPass)
-	aggErr    bool // a failed ReadAgg or decode was logged
+	retired   *retirements // communicators finalized (Retire)
+	ctlErr    bool         // a failed ReadCtl was logged
+	ctlFailed bool         // the last ReadCtl failed: its host memory is not read (burst, lightPass)
+	aggErr    bool         // a failed ReadAgg or decode was logged
 	// lastHeads are the heads of the last successful read; settledHeads
 	// those of the last final pass (nil before one).
 	lastHeads, settledHeads []uint64
@@ -48,6 +49,7 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 		ordinal: dev.Ordinal(),
 		ctl:     make([]uint64, m.CtlWords()),
 		agg:     make([]uint64, m.AggWords),
+		retired: &retirements{},
 	}
 	if err := dev.ReadCtl(dv.ctl); err != nil {
 		return fmt.Errorf("rings: device %d: reading heads: %w", dv.ordinal, err)
@@ -68,6 +70,7 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 		if k.work {
 			k.regionsOf = func(comm int) []uint64 { return dev.Regions(comm, h) }
 			k.comms = dev.Comms
+			k.retirements = dv.retired
 			if info.Hook != nil && info.Hook.DrainAggregates() {
 				k.drainAggs = &drainAggs{cells: dv.agg}
 				for _, a := range m.Aggs {
@@ -98,4 +101,18 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 	list := append(append([]*device(nil), *d.devices.Load()...), dv)
 	d.devices.Store(&list)
 	return nil
+}
+
+// Retire says that communicator comm of device ordinal was finalized: its
+// hooks no longer run. With work positions, its regions are settled at the
+// next pass, as the final drain settles every region, and then polled no
+// more; a process that makes and finalizes communicators one after another
+// polls only those alive. It does not wait for that pass, and does nothing
+// for a device without work positions or one not added.
+func (d *Drainer) Retire(ordinal, comm int) {
+	for _, dv := range *d.devices.Load() {
+		if dv.ordinal == ordinal && dv.mod.Work {
+			dv.retired.add(comm)
+		}
+	}
 }

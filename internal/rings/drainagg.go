@@ -106,9 +106,11 @@ func (r *regionCursor) pairRun() uint64 {
 // aggregated is how many records of a hook the drain aggregates reached its
 // aggregates: the records of its statistics, of which none is written.
 func (k *consumer) aggregated() uint64 {
-	var n uint64
+	n := k.retiredRecords
 	for _, r := range k.regions {
-		n += r.records
+		if r != nil {
+			n += r.records
+		}
 	}
 	return n
 }

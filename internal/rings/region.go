@@ -228,10 +228,10 @@ func (r *regionCursor) ahead(limit uint64) uint64 {
 // the rest torn (its writer stopped, or it never came while later positions
 // did). Positions past the last written one never happened and stay
 // undecided.
-func (r *regionCursor) settle(ring *Ring, makeRoom func() bool) {
+func (r *regionCursor) settle(ring *Ring, makeRoom func() bool) bool {
 	end, ok := r.last()
 	if !ok {
-		return
+		return true
 	}
 	for r.pos <= end {
 		if r.take(ring) > 0 {
@@ -239,11 +239,12 @@ func (r *regionCursor) settle(ring *Ring, makeRoom func() bool) {
 		}
 		if ring.Free() == 0 {
 			if !makeRoom() {
-				return
+				return false
 			}
 			continue
 		}
 		r.torn++
 		r.pos++
 	}
+	return true
 }

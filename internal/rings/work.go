@@ -1,5 +1,7 @@
 package rings
 
+import "sync"
+
 // The drain of hooks with work positions (hookgen.HookInfo.Work): one
 // regionCursor per (communicator, channel), over the regions in each
 // communicator's block. There is no head: the stamps alone decide.
@@ -29,26 +31,23 @@ func (k *consumer) addRegions() {
 
 // drainWork decides, region by region, what the stamps decide
 // (regionCursor.take); at the final pass, every position up to the last one
-// written (regionCursor.settle).
+// written (regionCursor.settle). The regions of a retired communicator are
+// settled first, and then polled no more (retire).
 func (k *consumer) drainWork(ps *pass) passResult {
 	k.addRegions()
 	var res passResult
+	k.retire(ps, &res)
 	for _, r := range k.regions {
+		if r == nil {
+			continue // retired
+		}
 		if !ps.final && !r.reached() {
 			continue // idle: one load, where take costs a ring's bookkeeping
 		}
-		records, overwritten, torn := r.records, r.overwritten, r.torn
+		before := *r
 		var n uint64
 		if ps.final {
-			from := r.pos
-			r.settle(k.ring, func() bool {
-				if ps.makeRoom == nil {
-					return false
-				}
-				ps.makeRoom(k)
-				return true
-			})
-			n = r.pos - from
+			n, _ = k.settleRegion(r, ps)
 		} else {
 			for {
 				n += r.take(k.ring)
@@ -60,35 +59,92 @@ func (k *consumer) drainWork(ps *pass) passResult {
 				ps.makeRoom(k)
 			}
 		}
-		if n == 0 {
-			continue
-		}
-		res.decided += n
-		res.fill = max(res.fill, float64(n)/float64(k.n))
-		if d := r.overwritten - overwritten; d > 0 {
-			k.overwritten += d
-			ps.drop(k, stageOverwritten, d)
-		}
-		if d := r.torn - torn; d > 0 {
-			k.torn += d
-			ps.drop(k, stageTorn, d)
-		}
-		if r.records > records && r.agg == nil { // a drained hook's records go to its aggregates, not to the ring
-			res.pushed = true
-			if ps.wake != nil {
-				ps.wake()
-			}
-		}
+		k.account(r, &before, n, ps, &res)
 	}
 	res.advanced = res.decided > 0
 	return res
+}
+
+// settleRegion settles r (regionCursor.settle), emptying a full ring where
+// the pass may; it returns how many positions it decided, and whether it
+// decided every one up to the last one written.
+func (k *consumer) settleRegion(r *regionCursor, ps *pass) (uint64, bool) {
+	from := r.pos
+	done := r.settle(k.ring, func() bool {
+		if ps.makeRoom == nil {
+			return false
+		}
+		ps.makeRoom(k)
+		return true
+	})
+	return r.pos - from, done
+}
+
+// account adds what a pass decided in region r (n positions; before: the
+// cursor as it was) to the consumer's counts and the pass's result.
+func (k *consumer) account(r, before *regionCursor, n uint64, ps *pass, res *passResult) {
+	if n == 0 {
+		return
+	}
+	res.decided += n
+	res.fill = max(res.fill, float64(n)/float64(k.n))
+	if d := r.overwritten - before.overwritten; d > 0 {
+		k.overwritten += d
+		ps.drop(k, stageOverwritten, d)
+	}
+	if d := r.torn - before.torn; d > 0 {
+		k.torn += d
+		ps.drop(k, stageTorn, d)
+	}
+	if r.records > before.records && r.agg == nil { // a drained hook's records go to its aggregates, not to the ring
+		res.pushed = true
+		if ps.wake != nil {
+			ps.wake()
+		}
+	}
+}
+
+// retire settles the regions of the communicators finalized since the last
+// pass (Drainer.Retire): their hooks no longer run, so, as at the final
+// drain, every position up to the last one written is decided, and the
+// cursors are dropped, their records kept in the counts. A region whose
+// settle a full ring stopped is taken up again at the next pass.
+func (k *consumer) retire(ps *pass, res *passResult) {
+	k.retiring = append(k.retiring, k.retirements.since(&k.retireSeen)...)
+	left := k.retiring[:0]
+	for _, c := range k.retiring {
+		if (c+1)*regionChannels > len(k.regions) {
+			left = append(left, c) // its block is not drained yet
+			continue
+		}
+		done := true
+		for i := c * regionChannels; i < (c+1)*regionChannels; i++ {
+			r := k.regions[i]
+			if r == nil {
+				continue
+			}
+			before := *r
+			n, settled := k.settleRegion(r, ps)
+			k.account(r, &before, n, ps, res)
+			if !settled {
+				done = false
+				continue
+			}
+			k.retiredRecords += r.records
+			k.regions[i] = nil
+		}
+		if !done {
+			left = append(left, c)
+		}
+	}
+	k.retiring = left
 }
 
 // workNextWritten reports whether some region's next position holds its
 // record or a later one: the devices are writing again.
 func (k *consumer) workNextWritten() bool {
 	for _, r := range k.regions {
-		if r.reached() {
+		if r != nil && r.reached() {
 			return true
 		}
 	}
@@ -102,7 +158,34 @@ func (k *consumer) workNextWritten() bool {
 func (k *consumer) workPending() uint64 {
 	var n uint64
 	for _, r := range k.regions {
-		n += r.ahead(workLookahead)
+		if r != nil {
+			n += r.ahead(workLookahead)
+		}
 	}
 	return n
+}
+
+// retirements are the communicators of a device finalized so far
+// (Drainer.Retire), in order; each consumer takes those it has not seen.
+type retirements struct {
+	mu    sync.Mutex
+	comms []int
+}
+
+func (rt *retirements) add(comm int) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.comms = append(rt.comms, comm)
+}
+
+// since returns the communicators past *seen and moves *seen to the end.
+func (rt *retirements) since(seen *int) []int {
+	if rt == nil {
+		return nil
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	out := rt.comms[*seen:len(rt.comms):len(rt.comms)]
+	*seen = len(rt.comms)
+	return out
 }

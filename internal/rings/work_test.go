@@ -1,12 +1,14 @@
 package rings
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
 
 // A Work module's hook, drained through the Drainer: producers in NCCL's
@@ -98,5 +100,88 @@ func TestWorkPositionsDrainedExactly(t *testing.T) {
 		if got := r.Values[0].U; got != uint64(want[0])|uint64(want[1])<<32 {
 			t.Fatalf("position %d: first field %#x, want %#x", r.Seq, got, uint64(want[0])|uint64(want[1])<<32)
 		}
+	}
+}
+
+// A communicator retired (finalized) while others run: its regions are
+// settled at the next pass, a record left partial counted torn, and then
+// no longer polled, while the others' are drained on; records + drops =
+// matched holds throughout, for a hook whose records are delivered and one
+// the drain aggregates.
+func TestRetiredCommunicatorSettledAndLeft(t *testing.T) {
+	for _, drained := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drained=%v", drained), func(t *testing.T) {
+			const regionSlots = 64
+			var m *hookgen.Module
+			if drained {
+				m = drainProfile(t, regionSlots)
+			} else {
+				info := testHook("lat", config.RegionChannels*regionSlots, config.OverwriteOldest)
+				info.Work, info.RegionSlots = true, regionSlots
+				m = testModule(info)
+				m.Work = true
+			}
+			dev := newFakeDevice(0, m)
+			sink := newRecordingSink(t)
+			sink.drained = map[string]bool{"lat": drained}
+			d := NewDrainer(Options{Sink: sink, FuncName: testFuncName, PollInterval: time.Hour, DumpInterval: time.Hour})
+			if err := d.Add(dev, m); err != nil {
+				t.Fatal(err)
+			}
+			c := m.Hooks[0].Layout.Chunks
+			producer := func(comm, ch int) *regionProducer {
+				if _, err := dev.CommCtx(comm); err != nil {
+					t.Fatal(err)
+				}
+				w := regionSlots * c
+				g := &regionProducer{slots: dev.Regions(comm, 0)[ch*w : (ch+1)*w], n: regionSlots, c: c,
+					rng: rand.New(rand.NewPCG(uint64(comm), uint64(ch))), complete: map[uint64]bool{}}
+				if drained {
+					g.payload = drainPayload(comm, ch)
+				}
+				return g
+			}
+			old, alive := producer(0, 3), producer(1, 3)
+			old.run(10, 0, 0, func() {})
+			old.write(2*11, c-1) // a START its finalize left partial
+			alive.run(10, 0, 0, func() {})
+			d.Flush(false)
+			d.Retire(0, 0)
+			d.Retire(5, 0) // a device not added: nothing
+			d.Flush(false)
+			k := (*d.devices.Load())[0].consumers[0]
+			for i := range regionChannels {
+				if k.regions[i] != nil {
+					t.Fatalf("communicator 0's region %d still polled after its retirement", i)
+				}
+				if k.regions[regionChannels+i] == nil {
+					t.Fatalf("communicator 1's region %d retired with communicator 0", i)
+				}
+			}
+			if st := k.stats(); st.DroppedTorn != 1 || st.Records != 40 || st.Matched != 41 {
+				t.Errorf("after the retirement: %+v; want 40 records and communicator 0's partial START torn", st)
+			}
+			// Written after its finalize (a caller that broke the
+			// contract): never drained. The live one goes on.
+			old.write(2*12, c)
+			for wc := uint64(11); wc <= 15; wc++ {
+				alive.write(2*wc, c)
+				alive.write(2*wc+1, c)
+			}
+			d.Close()
+			st := checkDumps(t, sink)[key{"lat", 0}]
+			if st.Records != 50 || st.Matched != 51 || st.DroppedTorn != 1 {
+				t.Errorf("final: %+v; want 50 records (20 + 30), 1 torn", st)
+			}
+			if drained {
+				var n uint64
+				for _, r := range finalAggs(t, sink)["n"] {
+					n += r.Count
+				}
+				if n != 25 { // 10 work items of communicator 0, 15 of communicator 1
+					t.Errorf("%d work items counted, want 25", n)
+				}
+			}
+		})
 	}
 }
