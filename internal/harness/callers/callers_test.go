@@ -401,7 +401,7 @@ func TestCallerMemcheck(t *testing.T) {
 		}
 		cs = "/usr/local/cuda/bin/compute-sanitizer"
 	}
-	for _, prof := range []string{"all-events", "field-capture", "latency"} {
+	for _, prof := range []string{"all-events", "field-capture", "latency", "every-event", "drain-latency"} {
 		dir := t.TempDir()
 		cmd := exec.Command(cs, "--tool", "memcheck", "--error-exitcode", "9", filepath.Join(bin, "caller_rdc96"),
 			"--plugin", plugin, "--comms", "2", "--channels", "4", "--items", "16", "--launches", "1")
