@@ -253,20 +253,7 @@ hooks:
 					wantCount[fmt.Sprint(ch)] += comms
 				}
 			}
-			gotSum := map[string]uint64{}
-			for _, row := range o.aggs["latency/per_func"].Rows {
-				s, err := row.Sum.Int64()
-				if err != nil {
-					t.Fatalf("per_func %s: sum %q: %v", row.Func, row.Sum, err)
-				}
-				gotSum[row.Func] = uint64(s)
-				if want := uint64(comms * channels * countOf(row.Func, colls)); row.Count != want {
-					t.Errorf("per_func %s: %d paired STOPs, want %d", row.Func, row.Count, want)
-				}
-			}
-			if fmt.Sprint(gotSum) != fmt.Sprint(wantSum) {
-				t.Errorf("sum of durations by function %v, want %v", gotSum, wantSum)
-			}
+			checkPerFunc(t, o.aggs["latency/per_func"].Rows, comms*channels, colls, wantSum)
 			gotCount := map[string]uint64{}
 			for _, row := range o.aggs["latency/per_channel"].Rows {
 				gotCount[string(row.ChannelID)] = row.Count
@@ -348,20 +335,7 @@ hooks:
 			wantMax[fn] = max(wantMax[fn], hostD(k, ch))
 		}
 	}
-	gotSum := map[string]uint64{}
-	for _, row := range o.aggs["latency/per_func"].Rows {
-		s, err := row.Sum.Int64()
-		if err != nil {
-			t.Fatalf("per_func %s: sum %q: %v", row.Func, row.Sum, err)
-		}
-		gotSum[row.Func] = uint64(s)
-		if want := uint64(comms * channels * countOf(row.Func, colls)); row.Count != want {
-			t.Errorf("per_func %s: %d work items, want %d", row.Func, row.Count, want)
-		}
-	}
-	if fmt.Sprint(gotSum) != fmt.Sprint(wantSum) {
-		t.Errorf("sum of durations by function %v, want %v", gotSum, wantSum)
-	}
+	checkPerFunc(t, o.aggs["latency/per_func"].Rows, comms*channels, colls, wantSum)
 	slowest := o.aggs["latency/slowest"].Rows
 	if len(slowest) != comms*len(wantMax) {
 		t.Errorf("%d rows of slowest by function and communicator, want %d", len(slowest), comms*len(wantMax))
@@ -377,6 +351,27 @@ hooks:
 	}
 	if fmt.Sprint(gotCount) != fmt.Sprint(wantCount) {
 		t.Errorf("work items by channel %v, want %v", gotCount, wantCount)
+	}
+}
+
+// checkPerFunc checks a sum of durations by funcId: each function's row
+// counts its collectives' work items (perColl of each) and sums to
+// wantSum's.
+func checkPerFunc(t *testing.T, rows []schema.AggRow, perColl, colls int, wantSum map[string]uint64) {
+	t.Helper()
+	gotSum := map[string]uint64{}
+	for _, row := range rows {
+		s, err := row.Sum.Int64()
+		if err != nil {
+			t.Fatalf("per_func %s: sum %q: %v", row.Func, row.Sum, err)
+		}
+		gotSum[row.Func] = uint64(s)
+		if want := uint64(perColl * countOf(row.Func, colls)); row.Count != want {
+			t.Errorf("per_func %s: %d work items, want %d", row.Func, row.Count, want)
+		}
+	}
+	if fmt.Sprint(gotSum) != fmt.Sprint(wantSum) {
+		t.Errorf("sum of durations by function %v, want %v", gotSum, wantSum)
 	}
 }
 
