@@ -68,3 +68,23 @@ func TestAggregateRowsByComm(t *testing.T) {
 		}
 	}
 }
+
+// Strides compute the rows RowOf does, for every combination of keys, ids
+// within and beyond their bounds included.
+func TestAggregateStridesAreRowOf(t *testing.T) {
+	ids := []uint32{0, 1, 7, 15, 16, 63, 64, 65, 1023, 1024, 5000}
+	for _, by := range [][]string{{}, {"funcId"}, {"channelId"}, {"comm"}, {"funcId", "channelId"}, {"funcId", "comm"},
+		{"channelId", "comm"}, {"funcId", "channelId", "comm"}} {
+		a := &Aggregate{Kind: AggCount, By: by}
+		s := a.Strides()
+		for _, f := range ids {
+			for _, c := range ids {
+				for _, m := range ids {
+					if got, want := s.Row(f, c, m), a.RowOf(f, c, m); got != want {
+						t.Fatalf("by %v: strides %+v give row %d for (%d, %d, %d), RowOf %d", by, s, got, f, c, m, want)
+					}
+				}
+			}
+		}
+	}
+}

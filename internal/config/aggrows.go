@@ -47,6 +47,36 @@ func (a *Aggregate) RowOf(funcID, channelID, comm uint32) int {
 	return row
 }
 
+// RowStrides are RowOf as arithmetic, for a caller that computes many rows
+// of one aggregate: RowOf(f, c, m) = min(f, MaxFuncIDs)*funcID +
+// min(c, MaxChannels)*channelID + min(m, MaxCommKeys)*comm, a stride 0 for
+// a key the aggregate is not keyed by.
+type RowStrides struct{ FuncID, ChannelID, Comm int }
+
+// Strides returns the aggregate's RowStrides: the last key in by order
+// varies fastest.
+func (a *Aggregate) Strides() RowStrides {
+	var s RowStrides
+	stride := 1
+	for i := len(a.By) - 1; i >= 0; i-- {
+		switch a.By[i] {
+		case "channelId":
+			s.ChannelID = stride
+		case "comm":
+			s.Comm = stride
+		default:
+			s.FuncID = stride
+		}
+		stride *= keyBound(a.By[i]) + 1
+	}
+	return s
+}
+
+// Row is RowOf with the strides.
+func (s RowStrides) Row(funcID, channelID, comm uint32) int {
+	return int(min(funcID, MaxFuncIDs))*s.FuncID + int(min(channelID, MaxChannels))*s.ChannelID + int(min(comm, MaxCommKeys))*s.Comm
+}
+
 // RowKey is the funcId and channelId keys of a row (RowKeys without comm).
 func (a *Aggregate) RowKey(row int) (funcID, channelID int) {
 	funcID, channelID, _ = a.RowKeys(row)

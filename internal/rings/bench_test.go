@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 	"github.com/ncclhooks/ncclhooks/internal/sinks"
 )
 
@@ -189,4 +190,72 @@ func BenchmarkDrainWork(b *testing.B) {
 		b.Fatalf("delivered %d of %d", sink.n, b.N)
 	}
 	b.ReportMetric(float64(sink.n)/b.Elapsed().Seconds(), "records/s")
+}
+
+// BenchmarkDrainAggregates is BenchmarkDrainWork for a hook the drain
+// aggregates (drain-latency's two aggregates, by funcId): the cursor pairs
+// each work item's records and adds its duration to both; one record an op.
+func BenchmarkDrainAggregates(b *testing.B) {
+	const regionSlots, comms = 1024, 4
+	src := `version: 1
+name: drained
+hooks:
+  - name: lat
+    aggregate:
+      - {name: duration_ns, kind: histogram, value: duration, by: [funcId], buckets: log2}
+      - {name: slowest_ns, kind: max, value: duration, by: [funcId]}
+    buffer: {slots: 65536, overflow: overwrite_oldest, positions: work}
+`
+	p, err := config.Parse("p.yaml", []byte(src))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := hookgen.Generate(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dev := newFakeDevice(0, m)
+	for c := range comms {
+		dev.CommCtx(c)
+	}
+	d := NewDrainer(Options{Sink: &countingSink{}, PollInterval: time.Hour, DumpInterval: time.Hour})
+	defer d.Close()
+	if err := d.Add(dev, m); err != nil {
+		b.Fatal(err)
+	}
+	c := hookgen.DrainChunks
+	w := regionSlots * c
+	var regions [][]uint64
+	for comm := range comms {
+		for ch := range config.RegionChannels {
+			regions = append(regions, dev.Regions(comm, 0)[ch*w:(ch+1)*w])
+		}
+	}
+	k := (*d.devices.Load())[0].consumers[0]
+	wc := uint64(1)
+	b.ResetTimer()
+	for left := b.N; left > 0; {
+		b.StopTimer()
+		for i := uint64(0); i < regionSlots/2; i++ {
+			for phase := uint64(0); phase < 2; phase++ {
+				p := 2*(wc+i) + phase
+				st := uint64(uint32(p+1)) << 32
+				ts := (wc + i) * 1000 * (phase + 1)
+				for _, r := range regions {
+					base := int(p%regionSlots) * c
+					r[base] = st | uint64(uint32(ts))
+					r[base+1] = st | uint64(uint32(ts>>32)) | uint64((wc+i)%7)<<hookgen.DrainFuncShift
+				}
+			}
+		}
+		wc += regionSlots / 2
+		b.StartTimer()
+		d.Flush(false)
+		left -= regionSlots * len(regions)
+	}
+	b.StopTimer()
+	if n := k.aggregated(); n < uint64(b.N) {
+		b.Fatalf("aggregated %d of %d", n, b.N)
+	}
+	b.ReportMetric(float64(k.aggregated())/b.Elapsed().Seconds(), "records/s")
 }

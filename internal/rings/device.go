@@ -72,12 +72,7 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 			k.comms = dev.Comms
 			k.retirements = dv.retired
 			if info.Hook != nil && info.Hook.DrainAggregates() {
-				k.drainAggs = &drainAggs{cells: dv.agg}
-				for _, a := range m.Aggs {
-					if a.Hook == info.Name {
-						k.drainAggs.aggs = append(k.drainAggs.aggs, a)
-					}
-				}
+				k.drainAggs = newDrainAggs(m, info.Name, dv.agg)
 			}
 		}
 		if k.dropNewest {
