@@ -382,6 +382,11 @@ hooks:
 	if out, code := cli(t, "validate", "--no-gpu-check", prof); code != 0 {
 		t.Errorf("validate for the device: exit %d:\n%s", code, out)
 	}
+	// Latency paired by the drain needs nothing the host events lack.
+	out, code = cli(t, "validate", "--no-gpu-check", "--source", "host", "../../examples/drain-latency.yaml")
+	if code != 0 || !strings.Contains(out, "latency              record  8 B (timestamp, funcId), 65536 slots, overwrite_oldest, positions: work, 2 aggregates by the drain") {
+		t.Errorf("validate --source host examples/drain-latency.yaml: exit %d:\n%s", code, out)
+	}
 }
 
 // Every catalogue name that is also an expr-lang builtin (duration is both)

@@ -74,6 +74,11 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%s: ok: profile %q, %d hooks (%d enabled)\n", path, p.Name, len(p.Hooks), len(m.Hooks))
 		for _, h := range m.Hooks {
+			if h.Hook.DrainAggregates() {
+				fmt.Fprintf(stdout, "  %-20s record %2d B (timestamp, funcId), %d slots, %s, positions: work, %d aggregates by the drain\n", h.Name,
+					h.Layout.Bytes, h.Slots, h.Overflow, len(h.Hook.Aggregates))
+				continue
+			}
 			fmt.Fprintf(stdout, "  %-20s record %2d B (%d fields), %d slots, %s, %d aggregates\n", h.Name,
 				h.Layout.Bytes, len(h.Layout.Fields), h.Slots, h.Overflow, len(h.Hook.Aggregates))
 		}
