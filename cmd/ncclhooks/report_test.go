@@ -217,4 +217,14 @@ func TestReportOfDrainLatency(t *testing.T) {
 	if !strings.Contains(out, "latency  duration_ns  histogram  AllReduce_Sum_f32_RING_LL") {
 		t.Errorf("no duration_ns row for AllReduce_Sum_f32_RING_LL:\n%s", out)
 	}
+	// The header names the hook, which is how the report knows.
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h schema.Header
+	if err := json.Unmarshal(data[:bytes.IndexByte(data, '\n')], &h); err != nil || !slices.Equal(h.Drained, []string{"latency"}) {
+		t.Errorf("header drained %q (%v), want [latency]", h.Drained, err)
+	}
 }

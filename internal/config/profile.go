@@ -107,9 +107,9 @@ type Hook struct {
 
 // DrainAggregates says whether the drain, not the device, computes h's
 // aggregates: a hook with work positions and aggregates records each event's
-// timestamp (and funcId when an aggregate is keyed by it) at 2 x
-// workCounter + phase, and the drain pairs the two positions of each work
-// item, which are adjacent in their region, into one value of duration.
+// timestamp and funcId (hookgen.DrainRecord) at 2 x workCounter + phase, and
+// the drain pairs the two positions of each work item, which are adjacent
+// in their region, into one value of duration.
 // Its aggregates count each work item whose START and STOP reached the
 // drain, as phase == STOP && paired does on the device.
 func (h *Hook) DrainAggregates() bool {

@@ -51,6 +51,11 @@ func checkWorkPositions(p *Profile, errs *ErrorList) {
 		for _, a := range h.Aggregates {
 			checkDrainAggregate(h, a, errs)
 		}
+		if len(h.Aggregates) > 0 && len(h.Fields) == 0 {
+			for _, l := range h.Lets {
+				errs.add(l.Pos, "hook %q: let %s: the drain aggregates this hook's work items from their timestamps alone, and a let would be computed on the device for nothing: remove it", h.Name, l.Name)
+			}
+		}
 		checkWorkNames(h, errs)
 	}
 	if work != nil && shared != nil {
@@ -110,6 +115,14 @@ func checkWorkNames(h *Hook, errs *ErrorList) {
 			errs.add(f.Pos, "hook %q: %s (in fields) is not available with positions: work: %s", h.Name, f.Source, why)
 		}
 		if l, ok := lets[f.Source]; ok && !seen[l.Name] {
+			seen[l.Name] = true
+			walk(l.Expr, fmt.Sprintf("let %s", l.Name))
+		}
+	}
+	// A let no field uses is still generated: it may not need what the
+	// block lacks either.
+	for _, l := range h.Lets {
+		if !seen[l.Name] {
 			seen[l.Name] = true
 			walk(l.Expr, fmt.Sprintf("let %s", l.Name))
 		}

@@ -62,6 +62,14 @@ func TestWorkPositions(t *testing.T) {
 			[]string{
 				`5:27: hook "h": duration (in let d) is not available with positions: work: pairing keeps each START in device memory and loads it at STOP`,
 				`6:17: hook "h": cudaDev (in fields) is not available with positions: work: the device ordinal is in the context block's header, a load`}},
+		{"a let no field uses",
+			"  - name: h\n    let: [{name: d, expr: duration}]\n    fields: [phase]\n" +
+				"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{`5:27: hook "h": duration (in let d) is not available with positions: work: pairing keeps each START in device memory and loads it at STOP`}},
+		{"a let on a hook the drain aggregates",
+			"  - name: h\n    let: [{name: w, expr: workCounter}]\n    aggregate: [{name: n, kind: count}]\n" +
+				"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{`5:11: hook "h": let w: the drain aggregates this hook's work items from their timestamps alone, and a let would be computed on the device for nothing: remove it`}},
 		{"a function-name test",
 			"  - name: h\n    let: [{name: ar, expr: 'func startsWith \"AllReduce\"'}]\n    fields: [ar]\n" +
 				"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",

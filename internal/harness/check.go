@@ -181,7 +181,9 @@ func (s *Summary) checkComms(out *output, logs map[int][]Event) {
 // drain aggregates counted on device d: each work item is two positions,
 // START and STOP, and counts unless one of its records was dropped, so
 // every aggregate counts matched/2 work items less at most one per record
-// dropped, exactly matched/2 when none was.
+// dropped, exactly matched/2 when none was. It assumes every work item
+// ended (a finalized run): a region whose last START has no STOP adds one
+// position to matched and none to the work items.
 func checkDrainCounts(h *config.Hook, d int, st schema.DumpStats, out *output, problems []string) []string {
 	items := st.Matched / 2
 	for _, a := range h.Aggregates {

@@ -42,7 +42,6 @@ func Generate(p *config.Profile) (*Module, error) {
 		}
 		for _, a := range h.Aggregates {
 			info := aggInfo(h.Name, a, m.AggWords)
-			info.Drain = h.DrainAggregates()
 			m.Aggs = append(m.Aggs, info)
 			m.AggWords += info.Keys * info.RowWords
 		}

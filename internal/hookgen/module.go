@@ -83,7 +83,8 @@ type HookInfo struct {
 // Drain records: a hook whose aggregates the drain computes
 // (config.Hook.DrainAggregates) records, in DrainChunks chunks, the low
 // DrainTimeBits bits of each event's timestamp (a duration, the difference
-// of two, is exact below 2^53 ns, 104 days) and above them, from bit
+// of two, is exact below 2^52 ns, 52 days: the drain takes a larger one for
+// a STOP before its START, 0) and above them, from bit
 // DrainFuncShift of chunk 1, its funcId key (config.MaxFuncIDs for any
 // larger id, the overflow row's). The drain knows the rest, the channel and
 // the communicator, from the region the record is in. Two chunks are one
@@ -339,10 +340,6 @@ type AggInfo struct {
 	RowWords  int  // words per row: config.Aggregate.RowWords
 	Overflow  bool // keyed by funcId and/or channelId: the last key of each collects out-of-range ids
 	DevOffset int  // first 64-bit word in a block's cells
-	// Drain: computed by the drain from the records of a hook with work
-	// positions (config.Hook.DrainAggregates), into the host's cells; the
-	// device keeps none.
-	Drain bool
 	// ByComm: keyed by comm. A block's rows leave that key out (a block is
 	// one communicator's); AddAgg puts them in the communicator's rows.
 	ByComm bool

@@ -29,8 +29,8 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 				w.printf("     positions from the work counter, %s */\n  {\n", comment(string(info.Overflow)))
 			}
 			w.printf("    const hk_u64 pos = 2ULL * ev->workCounter + (hk_u64)(ev->phase & 1u);\n")
-			w.printf("    /* a channel beyond NCCL's %d shares a region (its records are told overwritten or\n", config.RegionChannels)
-			w.printf("       torn), never writes past the block */\n")
+			w.printf("    /* a channel beyond NCCL's %d shares the region of its id mod %d: it never writes past\n", config.RegionChannels, config.RegionChannels)
+			w.printf("       the block, but the drain may take its records for that channel's */\n")
 			w.printf("    hk_u64* slot = HK_REGIONS(blk, HK_BLOCK_REGIONS_%d) +\n", info.Index)
 			w.printf("        ((hk_u64)(ev->channelId & %du) * %dULL + (pos & %dULL)) * %dULL;\n",
 				config.RegionChannels-1, info.RegionSlots, info.RegionSlots-1, l.Chunks)

@@ -169,6 +169,7 @@ func (s *Session) openOutputs() error {
 		PID:         os.Getpid(),
 		Backend:     s.knobs.Backend,
 		Fields:      sinks.HeaderFields(s.module),
+		Drained:     sinks.HeaderDrained(s.module),
 		Funcs:       s.names(),
 	}, sinks.JSONLOptions{Compress: s.knobs.Compress, MaxBytes: s.knobs.MaxOutputSize, Log: s.env.Log})
 	if err != nil {

@@ -457,6 +457,17 @@ func (r *reader) header(f *File, line []byte) error {
 	return nil
 }
 
+// Drained says whether some file's header names hook among the hooks the
+// drain aggregates, which write no record line.
+func (r *Run) Drained(hook string) bool {
+	for _, f := range r.Files {
+		if slices.Contains(f.Header.Drained, hook) {
+			return true
+		}
+	}
+	return false
+}
+
 // source returns the output key under which hook records a catalogue source.
 func (f *File) source(hook, src string) string {
 	if m := f.Header.Fields[hook]; m != nil {

@@ -97,9 +97,8 @@ func (r *Report) Write(w io.Writer, f Format, summary bool) error {
 		if f == Markdown {
 			bullet = "- hook "
 		}
-		if h.Records == 0 && h.Capture != nil && h.Capture.Records > 0 {
-			// A hook the drain aggregates (buffer.positions: work with
-			// aggregates): its records are counted, none is written.
+		if h.Drained {
+			// Its records are counted, none is written.
 			fmt.Fprintf(&b, "%s%s: records aggregated by the drain, none written; capture %s\n", bullet, h.Hook, captureText(h.Capture))
 			continue
 		}

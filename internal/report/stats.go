@@ -67,14 +67,17 @@ type Report struct {
 
 // HookReport is one hook's statistics.
 type HookReport struct {
-	Hook           string       `json:"hook"`
-	Records        uint64       `json:"records"`
-	Items          uint64       `json:"work_items"`
-	UnpairedStarts uint64       `json:"unpaired_starts"`
-	UnpairedStops  uint64       `json:"unpaired_stops"`
-	Ambiguous      uint64       `json:"ambiguous_pairs"`
-	Capture        *Capture     `json:"capture,omitempty"` // nil without dump_stats
-	Functions      []FuncReport `json:"functions"`
+	Hook           string   `json:"hook"`
+	Records        uint64   `json:"records"`
+	Items          uint64   `json:"work_items"`
+	UnpairedStarts uint64   `json:"unpaired_starts"`
+	UnpairedStops  uint64   `json:"unpaired_stops"`
+	Ambiguous      uint64   `json:"ambiguous_pairs"`
+	Capture        *Capture `json:"capture,omitempty"` // nil without dump_stats
+	// Drained: the drain computes the hook's aggregates from its records,
+	// and writes none of them (the header's drained).
+	Drained   bool         `json:"drained,omitempty"`
+	Functions []FuncReport `json:"functions"`
 }
 
 // FuncReport is one function of a hook, over all channels and per channel.
@@ -137,6 +140,7 @@ func (c *Collector) Report(run *Run) *Report {
 		if capt, ok := run.Capture(h); ok {
 			hr.Capture = &capt
 		}
+		hr.Drained = run.Drained(h)
 		fns := make([]string, 0, len(byFunc[h]))
 		for fn := range byFunc[h] {
 			fns = append(fns, fn)

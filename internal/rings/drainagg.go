@@ -15,8 +15,8 @@ import (
 // device's aggregate cells, in the layout the device's own aggregates have
 // (decodeAgg reads both). A work item counts when both of its records
 // reached the drain; one whose START or STOP was overwritten or torn does
-// not (its records are counted dropped), as phase == STOP && paired leaves
-// out a STOP whose START the device's pairing lost.
+// not (that record is counted dropped, the other one a record), as phase ==
+// STOP && paired leaves out a STOP whose START the device's pairing lost.
 
 // drainAggs are one hook's aggregates on one device.
 type drainAggs struct {
@@ -41,8 +41,8 @@ func newDrainAggs(m *hookgen.Module, hook string, cells []uint64) *drainAggs {
 const durationMask = 1<<hookgen.DrainTimeBits - 1
 
 // duration is the work item's duration from its START and STOP timestamps
-// (their low DrainTimeBits bits): 0 when STOP is the earlier, as the
-// device's pairing has it.
+// (their low DrainTimeBits bits): exact below 2^52 ns, and 0 when STOP is
+// the earlier, as the device's pairing has it.
 func duration(start, stop uint64) int64 {
 	d := (stop - start) & durationMask
 	if d >= 1<<(hookgen.DrainTimeBits-1) {
@@ -117,8 +117,9 @@ func (r *regionCursor) pairRun() uint64 {
 	return n
 }
 
-// aggregated is how many records of a hook the drain aggregates reached its
-// aggregates: the records of its statistics, of which none is written.
+// aggregated is how many records of a hook the drain aggregates reached the
+// drain complete, paired or not: the records of its statistics, of which
+// none is written.
 func (k *consumer) aggregated() uint64 {
 	n := k.retiredRecords
 	for _, r := range k.regions {

@@ -43,6 +43,10 @@ type Header struct {
 	// Funcs are NCCL's function names by id (ncclProfilerDevFuncName) as the
 	// plugin resolved them; absent where NCCL names none.
 	Funcs []string `json:"funcs,omitempty"`
+	// Drained are the hooks whose aggregates the drain computes from their
+	// records (buffer.positions: work with aggregates): their records are
+	// counted in dump_stats, and no record line is written.
+	Drained []string `json:"drained,omitempty"`
 }
 
 // Clock is a host/device timestamp pair taken together on one device.

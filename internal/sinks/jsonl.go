@@ -36,6 +36,20 @@ type Header struct {
 	Fields map[string]map[string]string
 	// Funcs are NCCL's function names by id, as the plugin resolved them.
 	Funcs []string
+	// Drained are the hooks whose aggregates the drain computes from their
+	// records, none of which is written (HeaderDrained).
+	Drained []string
+}
+
+// HeaderDrained returns Header.Drained for a module.
+func HeaderDrained(m *hookgen.Module) []string {
+	var out []string
+	for _, h := range m.Hooks {
+		if h.Hook != nil && h.Hook.DrainAggregates() {
+			out = append(out, h.Name)
+		}
+	}
+	return out
 }
 
 // HeaderFields returns Header.Fields for a module.
@@ -259,6 +273,10 @@ func (j *JSONL) writeHeader(h *Header) {
 	if len(h.Funcs) > 0 {
 		b = appendKey(b, "funcs")
 		b = appendStrings(b, h.Funcs)
+	}
+	if len(h.Drained) > 0 {
+		b = appendKey(b, "drained")
+		b = appendStrings(b, h.Drained)
 	}
 	j.b = append(b, "}\n"...)
 }

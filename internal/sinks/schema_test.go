@@ -56,7 +56,7 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 	dir := t.TempDir()
 	h := allTypesHook()
 	m := &hookgen.Module{Hooks: []*hookgen.HookInfo{h}}
-	j, err := NewJSONL(dir, Header{Profile: "p", ProfileFile: "p.yaml", Host: "n", PID: 3, Backend: "cpu", Fields: HeaderFields(m), Funcs: []string{"AllReduce_Sum_f32_RING_LL", "Broadcast_RING_LL"}})
+	j, err := NewJSONL(dir, Header{Profile: "p", ProfileFile: "p.yaml", Host: "n", PID: 3, Backend: "cpu", Fields: HeaderFields(m), Funcs: []string{"AllReduce_Sum_f32_RING_LL", "Broadcast_RING_LL"}, Drained: []string{"lat"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -457,8 +457,8 @@ HK_FN void hk_hook_latency(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const h
      of 64 channel regions, positions from the work counter, overwrite_oldest */
   {
     const hk_u64 pos = 2ULL * ev->workCounter + (hk_u64)(ev->phase & 1u);
-    /* a channel beyond NCCL's 64 shares a region (its records are told overwritten or
-       torn), never writes past the block */
+    /* a channel beyond NCCL's 64 shares the region of its id mod 64: it never writes past
+       the block, but the drain may take its records for that channel's */
     hk_u64* slot = HK_REGIONS(blk, HK_BLOCK_REGIONS_0) +
         ((hk_u64)(ev->channelId & 63u) * 1024ULL + (pos & 1023ULL)) * 2ULL;
     const hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;
