@@ -193,27 +193,11 @@ func BenchmarkDrainWork(b *testing.B) {
 }
 
 // BenchmarkDrainAggregates is BenchmarkDrainWork for a hook the drain
-// aggregates (drain-latency's two aggregates, by funcId): the cursor pairs
-// each work item's records and adds its duration to both; one record an op.
+// aggregates (drainProfile's three aggregates): the cursor pairs each work
+// item's records and adds its duration to each; one record an op.
 func BenchmarkDrainAggregates(b *testing.B) {
 	const regionSlots, comms = 1024, 4
-	src := `version: 1
-name: drained
-hooks:
-  - name: lat
-    aggregate:
-      - {name: duration_ns, kind: histogram, value: duration, by: [funcId], buckets: log2}
-      - {name: slowest_ns, kind: max, value: duration, by: [funcId]}
-    buffer: {slots: 65536, overflow: overwrite_oldest, positions: work}
-`
-	p, err := config.Parse("p.yaml", []byte(src))
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, err := hookgen.Generate(p)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := drainProfile(b, regionSlots)
 	dev := newFakeDevice(0, m)
 	for c := range comms {
 		dev.CommCtx(c)

@@ -15,7 +15,7 @@ import (
 
 // drainProfile is a hook whose aggregates the drain computes, with regions
 // of regionSlots slots.
-func drainProfile(t *testing.T, regionSlots int) *hookgen.Module {
+func drainProfile(t testing.TB, regionSlots int) *hookgen.Module {
 	t.Helper()
 	src := fmt.Sprintf(`version: 1
 name: drained
