@@ -140,10 +140,7 @@ func (g *generator) hook(info *HookInfo) error {
 				return err
 			}
 		}
-		for _, a := range h.Aggregates {
-			if info.Work {
-				break // the drain's (config.Hook.DrainAggregates)
-			}
+		for _, a := range deviceAggregates(h) {
 			if err := g.aggregate(t, h, a, g.aggOf(a)); err != nil {
 				return err
 			}
@@ -151,6 +148,15 @@ func (g *generator) hook(info *HookInfo) error {
 		w.printf("}\n\n")
 		return nil
 	})
+}
+
+// deviceAggregates are the aggregates of h the device computes: none for a
+// hook whose aggregates the drain computes (config.Hook.DrainAggregates).
+func deviceAggregates(h *config.Hook) []*config.Aggregate {
+	if h.DrainAggregates() {
+		return nil
+	}
+	return h.Aggregates
 }
 
 // needsHeader says whether hook h reads the context block's header (its

@@ -91,9 +91,8 @@ func hookInfo(index int, h *config.Hook) (*HookInfo, error) {
 }
 
 // hookExprs lists a hook's expressions in the order the generator visits
-// them (which is also the order function-name sets are numbered in). The
-// aggregates of a hook the drain aggregates (config.Hook.DrainAggregates)
-// are not the device's.
+// them (which is also the order function-name sets are numbered in): the
+// device's aggregates only.
 func hookExprs(h *config.Hook) []*config.Expr {
 	var es []*config.Expr
 	if h.When != nil {
@@ -102,10 +101,7 @@ func hookExprs(h *config.Hook) []*config.Expr {
 	for _, l := range h.Lets {
 		es = append(es, l.Expr)
 	}
-	if h.DrainAggregates() {
-		return es
-	}
-	for _, a := range h.Aggregates {
+	for _, a := range deviceAggregates(h) {
 		if a.Value != nil {
 			es = append(es, a.Value)
 		}

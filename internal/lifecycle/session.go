@@ -84,10 +84,9 @@ type comm struct {
 	nNodes    int
 	nRanks    int
 	rank      int
-	hookAsked bool // getDeviceHook gave it its context
-	// attached: it got a context, communicator index on device.
-	attached      bool
-	device, index int
+	hookAsked bool // getDeviceHook gave it its context: index on device
+	device    int
+	index     int
 }
 
 func (c *comm) String() string {
@@ -363,8 +362,7 @@ func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index
 	info := sinks.Comm{Device: ord, Index: index, UUID: d.Identity().UUID}
 	desc := fmt.Sprintf("communicator %d", index) // getDeviceHook with no init before it
 	if c != nil {
-		c.hookAsked = true
-		c.attached, c.device, c.index = true, ord, index
+		c.hookAsked, c.device, c.index = true, ord, index
 		info.ID, info.Name, info.Rank, info.NRanks, info.NNodes = c.commID, c.name, c.rank, c.nRanks, c.nNodes
 		desc = c.String()
 	}
@@ -586,7 +584,7 @@ func (s *Session) Finalize(id uint64) {
 		return
 	}
 	if len(s.comms) > 0 {
-		if c.attached && s.module != nil && s.module.Work {
+		if c.hookAsked && s.module != nil && s.module.Work {
 			// Its hooks no longer run: the drain settles its regions
 			// and polls them no more.
 			s.drainer.Retire(c.device, c.index)

@@ -50,7 +50,7 @@ type consumer struct {
 	// retirements are the device's finalized communicators; retireSeen
 	// how many of them retiring took; retiring those whose regions are
 	// still to settle. A retired region's cursor is nil in regions, its
-	// records (of a drained hook) in retiredRecords.
+	// records in retiredRecords.
 	retirements    *retirements
 	retireSeen     int
 	retiring       []int
@@ -573,9 +573,7 @@ func (k *consumer) stats() sinks.Stats {
 		// No head: what is decided, and what the stamps show written
 		// beyond it.
 		pending = k.workPending()
-		if k.drainAggs != nil {
-			records = k.aggregated()
-		}
+		records = k.regionRecords()
 		matched = records + dropped + pending
 	}
 	return sinks.Stats{

@@ -116,16 +116,3 @@ func (r *regionCursor) pairRun() uint64 {
 	r.records += n
 	return n
 }
-
-// aggregated is how many records of a hook the drain aggregates reached the
-// drain complete, paired or not: the records of its statistics, of which
-// none is written.
-func (k *consumer) aggregated() uint64 {
-	n := k.retiredRecords
-	for _, r := range k.regions {
-		if r != nil {
-			n += r.records
-		}
-	}
-	return n
-}

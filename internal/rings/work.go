@@ -152,6 +152,20 @@ func (k *consumer) workNextWritten() bool {
 	return len(k.regions) < regionChannels*k.comms()
 }
 
+// regionRecords is how many records the cursors took complete, retired
+// ones' included: the records of the statistics, delivered through the
+// ring or, for a hook the drain aggregates, into its aggregates (none
+// written).
+func (k *consumer) regionRecords() uint64 {
+	n := k.retiredRecords
+	for _, r := range k.regions {
+		if r != nil {
+			n += r.records
+		}
+	}
+	return n
+}
+
 // workPending counts the positions written past each region's first
 // undecided one, within workLookahead of it: reserved, as far as the
 // stamps tell, and not decided yet.
