@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -143,6 +144,9 @@ func TestSessionRetiresFinalizedCommunicators(t *testing.T) {
 	}
 	if retired() != 1 {
 		t.Errorf("no INFO line retiring communicator 1:\n%s", strings.Join(l.lines, "\n"))
+	}
+	if got := s.Retired(0); !slices.Equal(got, []int{1}) {
+		t.Errorf("the drain retired communicators %v of device 0, want [1]", got)
 	}
 	s.Finalize(a) // the last: settles, retires nothing
 	if retired() != 1 || l.count("WARN") != 0 {

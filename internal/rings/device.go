@@ -1,10 +1,12 @@
 package rings
 
-// Adding a device: its consumers, one per hook, and their first limits.
+// Adding a device: its consumers, one per hook, and their first limits;
+// retiring its finalized communicators.
 
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/ncclhooks/ncclhooks/internal/backend"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
@@ -110,4 +112,16 @@ func (d *Drainer) Retire(ordinal, comm int) {
 			dv.retired.add(comm)
 		}
 	}
+}
+
+// Retired are the communicators of device ordinal retired so far (Retire),
+// in order.
+func (d *Drainer) Retired(ordinal int) []int {
+	for _, dv := range *d.devices.Load() {
+		if dv.ordinal == ordinal {
+			var seen int
+			return slices.Clone(dv.retired.since(&seen))
+		}
+	}
+	return nil
 }
