@@ -387,6 +387,11 @@ hooks:
 	if code != 0 || !strings.Contains(out, "latency              record  8 B (timestamp, funcId), 65536 slots, overwrite_oldest, positions: work, 2 aggregates by the drain") {
 		t.Errorf("validate --source host examples/drain-latency.yaml: exit %d:\n%s", code, out)
 	}
+	// every-event's slots leave its work counter out: 4 words, not 6.
+	out, code = cli(t, "validate", "--no-gpu-check", "../../examples/every-event.yaml")
+	if code != 0 || !strings.Contains(out, "all                  record 23 B (6 fields), 65536 slots of 32 B (workCounter from the position, not stored), overwrite_oldest, positions: work, 0 aggregates") {
+		t.Errorf("validate examples/every-event.yaml: exit %d:\n%s", code, out)
+	}
 }
 
 // Every catalogue name that is also an expr-lang builtin (duration is both)

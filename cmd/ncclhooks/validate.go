@@ -79,6 +79,15 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 					h.Layout.Bytes, h.Slots, h.Overflow, len(h.Hook.Aggregates))
 				continue
 			}
+			if h.Work {
+				implied := ""
+				if len(h.Layout.Implied) > 0 {
+					implied = " (workCounter from the position, not stored)"
+				}
+				fmt.Fprintf(stdout, "  %-20s record %2d B (%d fields), %d slots of %d B%s, %s, positions: work, %d aggregates\n", h.Name,
+					h.Layout.Bytes, len(h.Layout.Fields), h.Slots, 8*h.Layout.SlotWords(), implied, h.Overflow, len(h.Hook.Aggregates))
+				continue
+			}
 			fmt.Fprintf(stdout, "  %-20s record %2d B (%d fields), %d slots, %s, %d aggregates\n", h.Name,
 				h.Layout.Bytes, len(h.Layout.Fields), h.Slots, h.Overflow, len(h.Hook.Aggregates))
 		}

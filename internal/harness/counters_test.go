@@ -13,7 +13,7 @@ func TestCPUCountersStartAtOne(t *testing.T) {
 		{Comm: &Comm{Device: 1}, index: 0},
 	}
 	cfg := Config{Channels: 3, Items: 7, Batch: 2, WorkFloats: 1, FuncIDs: []uint32{0}, Verify: true}
-	logs, emitted, _, err := emitCPU(comms, cfg)
+	logs, emitted, _, err := emitCPU(comms, cfg, counterStride)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestCPUCountersStartAtOne(t *testing.T) {
 			if seen[k] == 0 && uint32(e.WorkCounter) != 1 {
 				t.Errorf("device %d comm %d channel %d phase %d: first workCounter %#x, want low 32 bits 1", d, e.Comm, e.ChannelID, e.Phase, e.WorkCounter)
 			}
-			if want := firstCounter(e.Comm) + seen[k]; e.WorkCounter != want {
+			if want := firstCounter(e.Comm, counterStride) + seen[k]; e.WorkCounter != want {
 				t.Fatalf("device %d comm %d channel %d phase %d: workCounter %#x, want %#x", d, e.Comm, e.ChannelID, e.Phase, e.WorkCounter, want)
 			}
 			seen[k]++
@@ -50,7 +50,7 @@ func TestCPUCountersStartAtOne(t *testing.T) {
 		}
 	}
 	for k := range 3 {
-		if c := firstCounter(k); uint32(c) != 1 || c>>40 != uint64(k) {
+		if c := firstCounter(k, counterStride); uint32(c) != 1 || c>>40 != uint64(k) {
 			t.Errorf("firstCounter(%d) = %#x: want low 32 bits 1 and the communicator in bits 40 up", k, c)
 		}
 	}

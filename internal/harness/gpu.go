@@ -12,7 +12,7 @@ import (
 // emitGPU runs the ncclKernelMain-like kernel of package harness/gpu on every
 // device at once, each with its communicators on concurrent streams, calling
 // the hook getDeviceHook returned for that device.
-func emitGPU(comms []*comm, devices int, cfg Config) (map[int][]Event, map[int]uint64, time.Duration, error) {
+func emitGPU(comms []*comm, devices int, cfg Config, stride uint64) (map[int][]Event, map[int]uint64, time.Duration, error) {
 	lib, err := cuda.Open()
 	if err != nil {
 		return nil, nil, 0, err
@@ -28,7 +28,7 @@ func emitGPU(comms []*comm, devices int, cfg Config) (map[int][]Event, map[int]u
 		Graph:         cfg.Graph,
 		Replays:       cfg.Replays,
 		LogEvents:     cfg.Verify,
-		CounterStride: counterStride, // communicator k starts at firstCounter(k)
+		CounterStride: stride, // communicator k starts at firstCounter(k, stride)
 	}
 	type out struct {
 		res *gpuharness.Result

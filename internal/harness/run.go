@@ -112,9 +112,9 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	)
 	switch cfg.Backend {
 	case "cpu":
-		logs, emitted, elapsed, err = emitCPU(comms, cfg)
+		logs, emitted, elapsed, err = emitCPU(comms, cfg, CounterStride(prof))
 	case "gpu":
-		logs, emitted, elapsed, err = emitGPU(comms, cfg.Devices, cfg)
+		logs, emitted, elapsed, err = emitGPU(comms, cfg.Devices, cfg, CounterStride(prof))
 	default:
 		err = fmt.Errorf("harness: unknown backend %q (cpu or gpu)", cfg.Backend)
 	}
@@ -151,16 +151,32 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 // counters are per communicator, so they would repeat.
 const counterStride = 1 << 40
 
+// CounterStride is the stride a run of prof numbers its communicators'
+// work items with: counterStride, or 0 (every communicator counts from 1,
+// as NCCL's do) for a profile with work positions, whose drain knows a
+// record's work counter from its position as NCCL numbers them
+// (hookgen.Layout.Implied); its records are traced back by their comm field
+// (emitterOf).
+func CounterStride(prof *config.Profile) uint64 {
+	for _, h := range prof.EnabledHooks() {
+		if h.Buffer.Positions == config.PositionsWork {
+			return 0
+		}
+	}
+	return counterStride
+}
+
 // firstCounter is the work counter of communicator k's first work item on
-// each of its channels, the GPU harness's (gpuharness.Config.FirstCounter).
-func firstCounter(k int) uint64 {
-	cfg := gpuharness.Config{CounterStride: counterStride}
+// each of its channels with stride, the GPU harness's
+// (gpuharness.Config.FirstCounter).
+func firstCounter(k int, stride uint64) uint64 {
+	cfg := gpuharness.Config{CounterStride: stride}
 	return cfg.FirstCounter(k)
 }
 
 // emitCPU runs every channel of every communicator as its own thread, all
 // at once, so communicators on one device race on the same channel ids.
-func emitCPU(comms []*comm, cfg Config) (map[int][]Event, map[int]uint64, time.Duration, error) {
+func emitCPU(comms []*comm, cfg Config, stride uint64) (map[int][]Event, map[int]uint64, time.Duration, error) {
 	var chs []cpuChannel
 	var devOf []int
 	for _, c := range comms {
@@ -168,7 +184,7 @@ func emitCPU(comms []*comm, cfg Config) (map[int][]Event, map[int]uint64, time.D
 			chs = append(chs, cpuChannel{
 				Hook: c.hook, Ctx: c.ctx, Comm: c.index,
 				Channel:     ch,
-				CounterBase: firstCounter(c.index),
+				CounterBase: firstCounter(c.index, stride),
 				Items:       cfg.Items,
 				Batch:       cfg.Batch,
 				WorkFloats:  cfg.WorkFloats,

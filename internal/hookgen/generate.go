@@ -87,6 +87,9 @@ func hookInfo(index int, h *config.Hook) (*HookInfo, error) {
 	}
 	info.Layout.Bytes = off
 	info.Layout.Chunks = (off + 3) / 4
+	if info.Work {
+		info.Layout.implyWorkCounter()
+	}
 	return info, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
@@ -417,7 +418,19 @@ type LineSpan struct {
 type Layout struct {
 	Fields []FieldLayout
 	Bytes  int // packed payload bytes
-	Chunks int // 32-bit chunks = ceil(Bytes/4); a slot is Chunks 64-bit words
+	Chunks int // 32-bit chunks = ceil(Bytes/4); a slot holds those not Implied, a 64-bit word each
+	// Implied are the chunks a hook with work positions does not store:
+	// each holds nothing but its record's work counter, which the record's
+	// position (2 x workCounter + phase) already says, so the drain writes
+	// it (docs/ARCHITECTURE.md, "Work positions"). Ascending; nil for
+	// every other hook.
+	Implied []ImpliedChunk
+}
+
+// ImpliedChunk is payload chunk Chunk, uint32(workCounter >> Shift).
+type ImpliedChunk struct {
+	Chunk int
+	Shift uint
 }
 
 // FieldLayout is one field at a byte offset of the packed payload.
@@ -428,8 +441,51 @@ type FieldLayout struct {
 	Offset int
 }
 
-// SlotWords is the number of 64-bit words of one slot.
-func (l *Layout) SlotWords() int { return l.Chunks }
+// SlotWords is the number of 64-bit words of one slot: a stored chunk each.
+func (l *Layout) SlotWords() int { return l.Chunks - len(l.Implied) }
+
+// Stored lists the payload chunks a slot holds, word by word.
+func (l *Layout) Stored() []int {
+	stored := make([]int, 0, l.SlotWords())
+	next := 0
+	for c := range l.Chunks {
+		if next < len(l.Implied) && l.Implied[next].Chunk == c {
+			next++
+			continue
+		}
+		stored = append(stored, c)
+	}
+	return stored
+}
+
+// Payload writes into payload (4 x Chunks bytes) the record of position pos
+// whose slot holds words: each word's chunk (its low half) where Stored
+// places it, and the Implied chunks from pos. The drain's copy does the
+// same in its own loop (rings.copyRecords).
+func (l *Layout) Payload(words []uint64, pos uint64, payload []byte) {
+	for i, c := range l.Stored() {
+		binary.LittleEndian.PutUint32(payload[4*c:], uint32(words[i]))
+	}
+	for _, ic := range l.Implied {
+		binary.LittleEndian.PutUint32(payload[4*ic.Chunk:], uint32(pos>>1>>ic.Shift))
+	}
+}
+
+// implyWorkCounter marks the chunks of l that hold nothing but a
+// workCounter field, stored as the integer it is (4 or 8 bytes on chunk
+// boundaries), as Implied: for a hook with work positions.
+func (l *Layout) implyWorkCounter() {
+	for _, f := range l.Fields {
+		size := f.Type.Bytes()
+		if f.Source != "workCounter" || f.Offset%4 != 0 || (size != 4 && size != 8) || f.Type.IsFloat() {
+			continue
+		}
+		for k := 0; k < size/4; k++ {
+			l.Implied = append(l.Implied, ImpliedChunk{Chunk: f.Offset/4 + k, Shift: uint(32 * k)})
+		}
+	}
+	slices.SortFunc(l.Implied, func(a, b ImpliedChunk) int { return a.Chunk - b.Chunk })
+}
 
 // Value is a decoded field value: exactly one of U, I, F is meaningful, by Type.
 type Value struct {

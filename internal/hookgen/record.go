@@ -5,6 +5,7 @@ package hookgen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
@@ -24,16 +25,24 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 				w.printf("  /* record for the drain's aggregates: timestamp and funcId in %d chunks; %d slots in each\n", l.Chunks, info.RegionSlots)
 				w.printf("     of %d channel regions, positions from the work counter, %s */\n  {\n", config.RegionChannels, comment(string(info.Overflow)))
 			} else {
-				w.printf("  /* record: %d fields, %d bytes in %d chunks; %d slots in each of %d channel regions,\n",
-					len(l.Fields), l.Bytes, l.Chunks, info.RegionSlots, config.RegionChannels)
-				w.printf("     positions from the work counter, %s */\n  {\n", comment(string(info.Overflow)))
+				if len(l.Implied) > 0 {
+					w.printf("  /* record: %d fields, %d bytes in %d chunks, %d of them stored (the work counter's are\n",
+						len(l.Fields), l.Bytes, l.Chunks, l.SlotWords())
+					w.printf("     the position's); %d slots in each of %d channel regions, positions from the work\n",
+						info.RegionSlots, config.RegionChannels)
+					w.printf("     counter, %s */\n  {\n", comment(string(info.Overflow)))
+				} else {
+					w.printf("  /* record: %d fields, %d bytes in %d chunks; %d slots in each of %d channel regions,\n",
+						len(l.Fields), l.Bytes, l.Chunks, info.RegionSlots, config.RegionChannels)
+					w.printf("     positions from the work counter, %s */\n  {\n", comment(string(info.Overflow)))
+				}
 			}
 			w.printf("    const hk_u64 pos = 2ULL * ev->workCounter + (hk_u64)(ev->phase & 1u);\n")
 			w.printf("    /* a channel beyond NCCL's %d shares the region of its id mod %d: it never writes past\n", config.RegionChannels, config.RegionChannels)
 			w.printf("       the block, but the drain may take its records for that channel's */\n")
 			w.printf("    hk_u64* slot = HK_REGIONS(blk, HK_BLOCK_REGIONS_%d) +\n", info.Index)
 			w.printf("        ((hk_u64)(ev->channelId & %du) * %dULL + (pos & %dULL)) * %dULL;\n",
-				config.RegionChannels-1, info.RegionSlots, info.RegionSlots-1, l.Chunks)
+				config.RegionChannels-1, info.RegionSlots, info.RegionSlots-1, l.SlotWords())
 			if err := g.recordStores(t, info, "    "); err != nil {
 				return err
 			}
@@ -77,6 +86,11 @@ func (g *generator) recordStores(t *translator, info *HookInfo, in string) error
 	for i, f := range l.Fields {
 		cf := h.Fields[i]
 		err := w.span(h.Name, "field "+f.Name, cf.Pos, func() error {
+			if l.implied(f) {
+				w.printf("%s/* field %s <- %s as %s at byte %d (%s): the drain's, from the position */\n",
+					in, comment(f.Name), comment(f.Source), f.Type, f.Offset, g.at.pos(cf.Pos))
+				return nil
+			}
 			src, ok := t.names[f.Source]
 			if !ok {
 				return fmt.Errorf("%s: hook %q: field %q: unknown source %q", cf.Pos, h.Name, f.Name, f.Source)
@@ -89,19 +103,25 @@ func (g *generator) recordStores(t *translator, info *HookInfo, in string) error
 			return err
 		}
 	}
-	for c := 0; c < l.Chunks; c++ {
+	stored := l.Stored()
+	for _, c := range stored {
 		w.printf("%sconst hk_u32 c%d = %s;\n", in, c, chunk(l, c))
 	}
-	for c := 0; c < l.Chunks; {
-		if l.Chunks%2 == 0 { // slots are 16-byte aligned: vector stores
-			w.printf("%shk_store64x2(slot + %d, stamp | c%d, stamp | c%d);\n", in, c, c, c+1)
-			c += 2
+	for i := 0; i < len(stored); {
+		if len(stored)%2 == 0 { // slots are 16-byte aligned: vector stores
+			w.printf("%shk_store64x2(slot + %d, stamp | c%d, stamp | c%d);\n", in, i, stored[i], stored[i+1])
+			i += 2
 			continue
 		}
-		w.printf("%shk_store64(slot + %d, stamp | c%d);\n", in, c, c)
-		c++
+		w.printf("%shk_store64(slot + %d, stamp | c%d);\n", in, i, stored[i])
+		i++
 	}
 	return nil
+}
+
+// implied reports whether every chunk of field f is Implied.
+func (l *Layout) implied(f FieldLayout) bool {
+	return slices.ContainsFunc(l.Implied, func(ic ImpliedChunk) bool { return ic.Chunk == f.Offset/4 })
 }
 
 // drainStores writes a drain record's chunks (DrainRecord) and its store.

@@ -42,6 +42,7 @@ type consumer struct {
 	// (communicator, channel); slots, holes and the head go unused.
 	work      bool
 	regions   []*regionCursor
+	place     *placement // the slots hold only some chunks; nil: all
 	regionsOf func(comm int) []uint64
 	comms     func() int
 	// drainAggs: the hook's aggregates, which the drain computes from its
@@ -96,8 +97,8 @@ type consumer struct {
 
 func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uint32, head uint64, ringCap int) (*consumer, error) {
 	n := uint64(info.Slots)
-	c := info.Layout.Chunks
-	if c == 0 {
+	c := info.Layout.SlotWords()
+	if info.Layout.Chunks == 0 {
 		// An aggregate-only hook: no record buffer, no positions.
 		return &consumer{info: info, device: device, start: head, pos: head, head: head,
 			ring: NewRing(2, 0), funcField: -1}, nil
@@ -123,9 +124,12 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 		start:      head,
 		pos:        head,
 		head:       head,
-		ring:       NewRing(ringCapOf(info, ringCap), 4*c),
+		ring:       NewRing(ringCapOf(info, ringCap), 4*info.Layout.Chunks),
 		words:      make([]uint64, c),
 		funcField:  -1,
+	}
+	if len(info.Layout.Implied) > 0 {
+		k.place = &placement{stored: info.Layout.Stored(), implied: info.Layout.Implied, chunks: info.Layout.Chunks}
 	}
 	if k.dropNewest && uint64(len(holes)) != n {
 		return nil, fmt.Errorf("hook %q on device %d: hole view has %d stamps, want %d", info.Name, device, len(holes), n)

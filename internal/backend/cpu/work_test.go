@@ -1,7 +1,6 @@
 package cpu_test
 
 import (
-	"encoding/binary"
 	"sync/atomic"
 	"testing"
 
@@ -79,14 +78,16 @@ func TestWorkPositionsPlaceEachEvent(t *testing.T) {
 					continue
 				}
 				pos := 2*e.ev.WorkCounter + uint64(e.ev.Phase)
-				payload := make([]byte, 4*c)
+				payload := make([]byte, 4*info.Layout.Chunks)
+				loaded := make([]uint64, c)
 				for i := range words {
 					w := atomic.LoadUint64(&words[i])
 					if uint32(w>>32) != uint32(pos+1) {
 						t.Fatalf("communicator %d channel %d slot %d: word %d stamped %d, want %d", comm, ch, j, i, w>>32, pos+1)
 					}
-					binary.LittleEndian.PutUint32(payload[4*i:], uint32(w))
+					loaded[i] = w
 				}
+				info.Layout.Payload(loaded, pos, payload)
 				got := unsigned(info.Layout.Decode(payload, nil))
 				want := append(eventValues(e.ev), uint64(comm))
 				for i := range want {

@@ -9,7 +9,7 @@
 //
 //   caller --plugin PATH [--comms N] [--threads] [--channels C] [--items I]
 //          [--batch B] [--launches L] [--graph] [--replays R] [--bytes N]
-//          [--events DIR] [--device D] [--kernel NAME]
+//          [--events DIR] [--device D] [--kernel NAME] [--counter-stride S]
 //
 // Prints one "CALLER {json}" line on stdout. Exit 0: ran, data and live values
 // right; 1: ran, but data or live values wrong; 2: usage; 3: setup failure or
@@ -260,6 +260,10 @@ struct Options {
   const char* events = nullptr;
   int device = 0;
   const char* kernel = CALLER_NAME;
+  // Communicator k's counters start at k * counterStride + 1: 0 numbers
+  // every communicator from 1, as NCCL does (profiles with work positions:
+  // the drain takes a record's work counter from its position).
+  uint64_t counterStride = 1ull << 40;
 };
 
 struct Comm {
@@ -389,7 +393,7 @@ static void usage() {
   fprintf(stderr,
           "usage: caller --plugin PATH [--comms N(1..8)] [--threads] [--channels C(1..64)] [--items I]\n"
           "              [--batch B] [--launches L] [--graph] [--replays R] [--bytes N] [--events DIR]\n"
-          "              [--device D] [--kernel NAME]\n");
+          "              [--device D] [--kernel NAME] [--counter-stride S]\n");
 }
 
 static bool parseInt(const char* s, long long lo, long long hi, long long* out) {
@@ -436,6 +440,7 @@ static bool parseArgs(int argc, char** argv) {
     else if (!strcmp(a, "--events")) { if (!str(&opt.events)) return false; }
     else if (!strcmp(a, "--device")) { if (!num(0, 1 << 10, &v)) return false; opt.device = (int)v; }
     else if (!strcmp(a, "--kernel")) { if (!str(&opt.kernel)) return false; }
+    else if (!strcmp(a, "--counter-stride")) { if (!num(0, 1ll << 56, &v)) return false; opt.counterStride = (uint64_t)v; }
     else { fprintf(stderr, "caller: unknown argument %s\n", a); return false; }
   }
   if (!opt.plugin) { fprintf(stderr, "caller: --plugin is required\n"); return false; }
@@ -444,9 +449,10 @@ static bool parseArgs(int argc, char** argv) {
 
 // The counter of communicator k's first work item on each channel: NCCL's
 // per-(communicator, channel) workCounter starts at 1 (a record mode that
-// takes positions from it, 2*workCounter + phase, drains from 2), and k << 40
-// keeps the communicators' (channel, workCounter) pairs apart.
-static uint64_t firstCounter(int k) { return ((uint64_t)k << 40) + 1; }
+// takes positions from it, 2*workCounter + phase, drains from 2), and
+// --counter-stride (default 1 << 40) keeps the communicators' (channel,
+// workCounter) pairs apart.
+static uint64_t firstCounter(int k) { return (uint64_t)k * opt.counterStride + 1; }
 
 // Allocates and fills one communicator's device state.
 static bool setupComm(Comm& c) {

@@ -219,7 +219,8 @@ func runCell(t *testing.T, plugin, bin, cache string, c callerConfig, p profileF
 			return fail("%v", err)
 		}
 	}
-	args := append(append([]string{"--plugin", plugin, "--events", events}, runArgs...), c.args...)
+	args := append(append([]string{"--plugin", plugin, "--events", events,
+		"--counter-stride", strconv.FormatUint(harness.CounterStride(prof), 10)}, runArgs...), c.args...)
 	cmd := exec.Command(filepath.Join(bin, c.binary), args...)
 	cmd.Env = append(os.Environ(), "NCCL_HOOKS_PROFILE="+p.path, "NCCL_HOOKS_DUMP_DIR="+out,
 		"NCCL_HOOKS_CACHE_DIR="+cache, "NCCL_HOOKS_BACKEND=gpu")

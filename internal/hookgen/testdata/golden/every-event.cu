@@ -441,8 +441,8 @@ HK_EXTERN_C_BEGIN
 #define HK_COMM_MASK 4095ULL
 #define HK_COMM(blk) ((hk_u64)(blk) & HK_COMM_MASK)
 #define HK_REGIONS(blk, off) ((hk_u64*)((blk) - HK_COMM(blk) + (off)))
-#define HK_BLOCK_REGIONS_0 0 /* hook "all": 64 regions of 1024 slots of 6 words */
-#define HK_BLOCK_BYTES 3145728
+#define HK_BLOCK_REGIONS_0 0 /* hook "all": 64 regions of 1024 slots of 4 words */
+#define HK_BLOCK_BYTES 2097152
 
 /* Values derived from several events: duration and paired (at STOP). */
 typedef struct {
@@ -453,19 +453,19 @@ typedef struct {
 /* ======== hook "all" (every-event.yaml:14:5) ======== */
 HK_FN void hk_hook_all(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_derived_t* dv) {
   (void)dv;
-  /* record: 6 fields, 23 bytes in 6 chunks; 1024 slots in each of 64 channel regions,
-     positions from the work counter, overwrite_oldest */
+  /* record: 6 fields, 23 bytes in 6 chunks, 4 of them stored (the work counter's are
+     the position's); 1024 slots in each of 64 channel regions, positions from the work
+     counter, overwrite_oldest */
   {
     const hk_u64 pos = 2ULL * ev->workCounter + (hk_u64)(ev->phase & 1u);
     /* a channel beyond NCCL's 64 shares the region of its id mod 64: it never writes past
        the block, but the drain may take its records for that channel's */
     hk_u64* slot = HK_REGIONS(blk, HK_BLOCK_REGIONS_0) +
-        ((hk_u64)(ev->channelId & 63u) * 1024ULL + (pos & 1023ULL)) * 6ULL;
+        ((hk_u64)(ev->channelId & 63u) * 1024ULL + (pos & 1023ULL)) * 4ULL;
     const hk_u64 stamp = (hk_u64)(hk_u32)(pos + 1ULL) << 32;
     /* field timestamp <- timestamp as u64 at byte 0 (every-event.yaml:15:14) */
     const hk_u64 f0 = (hk_u64)((hk_i64)ev->timestamp);
-    /* field workCounter <- workCounter as u64 at byte 8 (every-event.yaml:15:25) */
-    const hk_u64 f1 = (hk_u64)((hk_i64)ev->workCounter);
+    /* field workCounter <- workCounter as u64 at byte 8 (every-event.yaml:15:25): the drain's, from the position */
     /* field funcId <- funcId as u32 at byte 16 (every-event.yaml:15:38) */
     const hk_u64 f2 = (hk_u64)(hk_u32)((hk_i64)ev->funcId);
     /* field channelId <- channelId as u8 at byte 20 (every-event.yaml:15:46) */
@@ -476,13 +476,10 @@ HK_FN void hk_hook_all(hk_u8* blk, const ncclProfilerDevEvent_t* ev, const hk_de
     const hk_u64 f5 = (hk_u64)(hk_u8)((hk_i64)HK_COMM(blk));
     const hk_u32 c0 = (hk_u32)f0;
     const hk_u32 c1 = (hk_u32)(f0 >> 32);
-    const hk_u32 c2 = (hk_u32)f1;
-    const hk_u32 c3 = (hk_u32)(f1 >> 32);
     const hk_u32 c4 = (hk_u32)f2;
     const hk_u32 c5 = (hk_u32)f3 | (hk_u32)(f4 << 8) | (hk_u32)(f5 << 16);
     hk_store64x2(slot + 0, stamp | c0, stamp | c1);
-    hk_store64x2(slot + 2, stamp | c2, stamp | c3);
-    hk_store64x2(slot + 4, stamp | c4, stamp | c5);
+    hk_store64x2(slot + 2, stamp | c4, stamp | c5);
   }
 }
 
