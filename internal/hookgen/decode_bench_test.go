@@ -43,8 +43,9 @@ func BenchmarkDecodeBatch(b *testing.B) {
 	d := allEventsLayout().NewDecoder()
 	payloads := make([]byte, batch*24)
 	vals := d.Values(batch)
+	seqs := make([]uint64, batch)
 	for done := 0; done < b.N; done += batch {
-		d.DecodeBatch(payloads, 24, min(batch, b.N-done), vals)
+		d.DecodeBatch(payloads, 24, seqs[:min(batch, b.N-done)], vals)
 	}
 }
 

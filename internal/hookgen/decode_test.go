@@ -77,7 +77,7 @@ func checkBatch(t *testing.T, l Layout) {
 				payloads[i] = byte(r.Intn(256))
 			}
 			vals := dec.Values(n)
-			dec.DecodeBatch(payloads, stride, n, vals)
+			dec.DecodeBatch(payloads, stride, make([]uint64, n), vals)
 			for i := range n {
 				for f, fl := range l.Fields {
 					g, w := vals[i*nf+f], wantValue(fl, payloads[i*stride:])

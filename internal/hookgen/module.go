@@ -536,6 +536,11 @@ const (
 	classI
 	classF32
 	classF64
+	// classPosU, classPosI: an implied work counter (Layout.Implied),
+	// from the record's position rather than its payload, unsigned or
+	// signed (shift sign-extends).
+	classPosU
+	classPosI
 )
 
 func codecOf(f FieldLayout) fieldCodec {
@@ -562,6 +567,37 @@ func (l *Layout) NewDecoder() *Decoder {
 	return d
 }
 
+// NewSlotDecoder returns the decoder of l's records as a slot holds them: its
+// stored chunks back to back (4 x SlotWords bytes), the Implied work counter
+// taken from each record's position. For a layout with nothing implied it
+// is NewDecoder.
+func (l *Layout) NewSlotDecoder() *Decoder {
+	d := l.NewDecoder()
+	if len(l.Implied) == 0 {
+		return d
+	}
+	d.span = 0
+	for i, f := range l.Fields {
+		c := &d.fields[i]
+		if l.implied(f) {
+			c.class, c.offset = classPosU, 0
+			if f.Type.IsSigned() {
+				c.class = classPosI
+			}
+			continue
+		}
+		before := 0 // implied chunks before the field's: none inside it
+		for _, ic := range l.Implied {
+			if ic.Chunk < f.Offset/4 {
+				before++
+			}
+		}
+		c.offset = uint32(f.Offset - 4*before)
+		d.span = max(d.span, int(c.offset)+int(c.size))
+	}
+	return d
+}
+
 // Values returns the values of n records, back to back, typed and zero.
 func (d *Decoder) Values(n int) []Value {
 	vs := make([]Value, n*len(d.fields))
@@ -571,16 +607,17 @@ func (d *Decoder) Values(n int) []Value {
 	return vs
 }
 
-// DecodeBatch decodes n records that lie back to back in payloads, stride
-// bytes apart (stride >= the layout's bytes), into vals, the values of n
-// records from Values (record i's field f is vals[i*fields+f]). It decodes
+// DecodeBatch decodes the records of positions seqs that lie back to back
+// in payloads, stride bytes apart (stride >= the layout's bytes), into vals,
+// the values of len(seqs) records from Values (record i's field f is
+// vals[i*fields+f]); an implied work counter (NewSlotDecoder) is seq / 2. It decodes
 // a field of every record before the next field: each field's size and kind
 // are looked at once per batch, not once per record, and the loop over the
 // records is a load and a store. The drain decodes every record it delivers:
 // on the H200's host this took an all-events record from 14-23 ns (Decode,
 // record by record) to 8 (BenchmarkDecodeBatch, bench/RESULTS.md).
-func (d *Decoder) DecodeBatch(payloads []byte, stride, n int, vals []Value) {
-	nf := len(d.fields)
+func (d *Decoder) DecodeBatch(payloads []byte, stride int, seqs []uint64, vals []Value) {
+	n, nf := len(seqs), len(d.fields)
 	if n == 0 || nf == 0 {
 		return
 	}
@@ -600,6 +637,22 @@ func (d *Decoder) DecodeBatch(payloads []byte, stride, n int, vals []Value) {
 			return unsafe.Add(src, i*stride), (*Value)(unsafe.Add(dst, uintptr(i*nf)*vsize))
 		}
 		switch {
+		case c.class == classPosU || c.class == classPosI:
+			// workCounter from the position, 2 x workCounter + phase,
+			// through set as if the payload held it.
+			raw := c
+			raw.class = classU
+			if c.class == classPosI {
+				raw.class = classI
+			}
+			for i := range n {
+				_, v := at(i)
+				u := seqs[i] >> 1
+				if c.size == 4 {
+					u = uint64(uint32(u))
+				}
+				raw.set(v, u)
+			}
 		case c.class == classU && c.size == 8:
 			for i := range n {
 				p, v := at(i)

@@ -133,11 +133,35 @@ func BenchmarkEmitRun(b *testing.B) {
 // BenchmarkDrainWork is BenchmarkDrain for a hook with work positions: 4
 // communicators x 64 channel regions of 1024 slots, each region refilled
 // with the timer stopped in NCCL's order (batches of 4 work items: their
-// STARTs, then their STOPs), then drained (an op is one record).
+// STARTs, then their STOPs), then drained (an op is one record). "test" is
+// the rings tests' layout; "every-event" examples/every-event.yaml's, whose
+// slots leave the work counter out (4 words), and "every-event-whole" the
+// same record with every chunk stored (6 words), as before that.
 func BenchmarkDrainWork(b *testing.B) {
+	const regionSlots = 1024
+	p, err := config.Load("../../examples/every-event.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.Hooks[0].Buffer.Slots = config.RegionChannels * regionSlots
+	m, err := hookgen.Generate(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	whole := *m.Hooks[0]
+	whole.Layout.Implied = nil
+	test := testHook("work", config.RegionChannels*regionSlots, config.OverwriteOldest)
+	test.Work, test.RegionSlots = true, regionSlots
+	for _, c := range []struct {
+		name string
+		info *hookgen.HookInfo
+	}{{"test", test}, {"every-event", m.Hooks[0]}, {"every-event-whole", &whole}} {
+		b.Run(c.name, func(b *testing.B) { drainWorkBench(b, c.info) })
+	}
+}
+
+func drainWorkBench(b *testing.B, info *hookgen.HookInfo) {
 	const regionSlots, comms, batch = 1024, 4, 4
-	info := testHook("work", config.RegionChannels*regionSlots, config.OverwriteOldest)
-	info.Work, info.RegionSlots = true, regionSlots
 	m := testModule(info)
 	m.Work = true
 	dev := newFakeDevice(0, m)
@@ -151,7 +175,7 @@ func BenchmarkDrainWork(b *testing.B) {
 	if err := d.Add(dev, m); err != nil {
 		b.Fatal(err)
 	}
-	c := info.Layout.Chunks
+	c := info.Layout.SlotWords()
 	w := regionSlots * c
 	var regions [][]uint64
 	for comm := range comms {

@@ -42,7 +42,6 @@ type consumer struct {
 	// (communicator, channel); slots, holes and the head go unused.
 	work      bool
 	regions   []*regionCursor
-	place     *placement // the slots hold only some chunks; nil: all
 	regionsOf func(comm int) []uint64
 	comms     func() int
 	// drainAggs: the hook's aggregates, which the drain computes from its
@@ -124,12 +123,9 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 		start:      head,
 		pos:        head,
 		head:       head,
-		ring:       NewRing(ringCapOf(info, ringCap), 4*info.Layout.Chunks),
+		ring:       NewRing(ringCapOf(info, ringCap), 4*c), // a slot's chunks (deliver decodes the rest from positions)
 		words:      make([]uint64, c),
 		funcField:  -1,
-	}
-	if len(info.Layout.Implied) > 0 {
-		k.place = &placement{stored: info.Layout.Stored(), implied: info.Layout.Implied, chunks: info.Layout.Chunks}
 	}
 	if k.dropNewest && uint64(len(holes)) != n {
 		return nil, fmt.Errorf("hook %q on device %d: hole view has %d stamps, want %d", info.Name, device, len(holes), n)

@@ -72,7 +72,7 @@ func (d *Drainer) deliver(k *consumer, upTo uint64) {
 // their values are reused batch after batch (the Sink contract).
 func (k *consumer) newBatch(size int) {
 	nf := len(k.info.Layout.Fields)
-	k.decoder = k.info.Layout.NewDecoder()
+	k.decoder = k.info.Layout.NewSlotDecoder()
 	k.values = k.decoder.Values(size)
 	k.recs = make([]sinks.Record, size)
 	for i := range k.recs {
@@ -85,7 +85,7 @@ func (k *consumer) newBatch(size int) {
 // at a time (hookgen.Decoder.DecodeBatch). Decoding writes only the numbers.
 func (d *Drainer) decode(k *consumer, at int, seqs []uint64, payloads []byte) {
 	nf := len(k.info.Layout.Fields)
-	k.decoder.DecodeBatch(payloads, k.ring.stride, len(seqs), k.values[at*nf:])
+	k.decoder.DecodeBatch(payloads, k.ring.stride, seqs, k.values[at*nf:])
 	recs := k.recs[at : at+len(seqs)]
 	for i := range recs {
 		r := &recs[i]

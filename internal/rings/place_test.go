@@ -2,6 +2,7 @@ package rings
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 
@@ -32,11 +33,12 @@ hooks:
 }
 
 // A work hook's slots leave out the chunks of its work-counter fields
-// (hookgen.Layout.Implied): the cursor's copy puts each stored word's chunk
-// where the layout places it and writes the work counter from the position,
-// as Layout.Payload does, so the decoded record is the event's. A slot with
-// one word of an earlier lap stops the run there; a later lap is counted
-// overwritten.
+// (hookgen.Layout.Implied): the cursor copies a slot's stored chunks into
+// the ring, and the slot decoder (hookgen.Layout.NewSlotDecoder, as deliver
+// uses it) takes the work counter from the record's position, so the
+// decoded record is the event, as the whole payload decodes
+// (Layout.Payload). A slot with one word of an earlier lap stops the run
+// there; a later lap is counted overwritten.
 func TestPlacedRecordsTakeTheWorkCounterFromThePosition(t *testing.T) {
 	const n = 16
 	m := placedModule(t, n)
@@ -55,19 +57,20 @@ func TestPlacedRecordsTakeTheWorkCounterFromThePosition(t *testing.T) {
 	c := l.SlotWords()
 	slots := make([]uint64, n*c)
 	r := newRegionCursor(slots, n, c)
-	r.place = k.place
-	// The event of position p; its payload as the device's hook packs it,
-	// all chunks, to store the non-implied ones.
+	// The event of position p, and its whole payload as the hook packs
+	// it, of which the slot holds the stored chunks.
 	const channel, comm = 5, 3
 	const first = uint64(1) << 33 // the work counter's high chunk is not 0
-	full := func(p uint64) []byte {
+	event := func(p uint64) map[string]uint64 {
 		wc := p >> 1
-		vals := map[string]uint64{"timestamp": 1e18 + 7*p, "wc32": wc, "funcId": 40 + p%5, "workCounter": wc,
+		return map[string]uint64{"timestamp": 1e18 + 7*p, "wc32": uint64(uint32(wc)), "funcId": 40 + p%5, "workCounter": wc,
 			"channelId": channel, "phase": p & 1, "comm": comm}
+	}
+	full := func(p uint64) []byte {
 		b := make([]byte, 4*l.Chunks)
 		for _, f := range l.Fields {
 			for i := range f.Type.Bytes() {
-				b[f.Offset+i] = byte(vals[f.Name] >> (8 * i))
+				b[f.Offset+i] = byte(event(p)[f.Name] >> (8 * i))
 			}
 		}
 		return b
@@ -75,7 +78,7 @@ func TestPlacedRecordsTakeTheWorkCounterFromThePosition(t *testing.T) {
 	write := func(p uint64, words int) {
 		b := full(p)
 		for i, ch := range l.Stored()[:words] {
-			slots[int(p%n)*c+i] = uint64(uint32(p+1))<<32 | uint64(b[4*ch]) | uint64(b[4*ch+1])<<8 | uint64(b[4*ch+2])<<16 | uint64(b[4*ch+3])<<24
+			slots[int(p%n)*c+i] = uint64(uint32(p+1))<<32 | uint64(binary.LittleEndian.Uint32(b[4*ch:]))
 		}
 	}
 	// The cursor starts at the true position here, as a region's does at
@@ -89,23 +92,29 @@ func TestPlacedRecordsTakeTheWorkCounterFromThePosition(t *testing.T) {
 		t.Fatalf("took %d positions, want 10 (the 11th is not complete)", got)
 	}
 	seqs, payloads := k.ring.Peek(10)
-	dec := l.NewDecoder()
+	if k.ring.stride != 4*c {
+		t.Fatalf("ring records of %d bytes, want the slot's %d", k.ring.stride, 4*c)
+	}
+	dec := l.NewSlotDecoder()
+	vals := dec.Values(len(seqs))
+	dec.DecodeBatch(payloads, k.ring.stride, seqs, vals)
 	for i, seq := range seqs {
 		p := 2*first + uint64(i)
-		rec := payloads[i*4*l.Chunks : (i+1)*4*l.Chunks]
-		if seq != p || !bytes.Equal(rec, full(p)) {
-			t.Fatalf("record %d: position %d, payload %x; want %d, %x", i, seq, rec, p, full(p))
+		if seq != p {
+			t.Fatalf("record %d: position %d, want %d", i, seq, p)
 		}
 		words := slots[int(p%n)*c : int(p%n+1)*c]
-		viaLayout := make([]byte, 4*l.Chunks)
-		l.Payload(words, p, viaLayout)
-		if !bytes.Equal(viaLayout, rec) {
-			t.Fatalf("record %d: Layout.Payload %x, the drain's copy %x", i, viaLayout, rec)
+		whole := make([]byte, 4*l.Chunks)
+		l.Payload(words, p, whole)
+		if !bytes.Equal(whole, full(p)) {
+			t.Fatalf("record %d: Layout.Payload %x, the hook's %x", i, whole, full(p))
 		}
-		vals := dec.Values(1)
-		dec.Decode(rec, vals)
-		if vals[1].U != uint64(uint32(p>>1)) || vals[3].U != p>>1 || vals[5].U != p&1 {
-			t.Fatalf("record %d decoded %v: wc32 %d, workCounter %d, phase %d", i, vals, uint32(p>>1), p>>1, p&1)
+		wantVals := l.Decode(whole, nil)
+		for f, fl := range l.Fields {
+			got := vals[i*len(l.Fields)+f]
+			if got != wantVals[f] || got.U != event(p)[fl.Name] {
+				t.Fatalf("record %d field %s: decoded %+v from the ring, %+v from the whole payload, event %d", i, fl.Name, got, wantVals[f], event(p)[fl.Name])
+			}
 		}
 	}
 	k.ring.Release(len(seqs))
@@ -117,5 +126,28 @@ func TestPlacedRecordsTakeTheWorkCounterFromThePosition(t *testing.T) {
 	r.take(k.ring)
 	if r.overwritten == 0 || r.records != 10 {
 		t.Fatalf("after a later lap: %d records, %d overwritten", r.records, r.overwritten)
+	}
+}
+
+// The slot decoder gives a signed work counter its sign as the payload's
+// decoder does (an i32 work counter past 2^31, and an i64 one).
+func TestSlotDecoderSignedWorkCounter(t *testing.T) {
+	l := hookgen.Layout{Fields: []hookgen.FieldLayout{
+		{Name: "a", Source: "workCounter", Type: config.I32, Offset: 0},
+		{Name: "b", Source: "workCounter", Type: config.I64, Offset: 4},
+		{Name: "ts", Source: "timestamp", Type: config.U64, Offset: 12},
+	}, Bytes: 20, Chunks: 5, Implied: []hookgen.ImpliedChunk{{Chunk: 0}, {Chunk: 1}, {Chunk: 2, Shift: 32}}}
+	wc := uint64(1)<<62 | 1<<31 | 5
+	seqs := []uint64{2*wc + 1}
+	payload := make([]byte, 8)
+	binary.LittleEndian.PutUint64(payload, 77)
+	dec := l.NewSlotDecoder()
+	vals := dec.Values(1)
+	dec.DecodeBatch(payload, 8, seqs, vals)
+	whole := make([]byte, 20)
+	l.Payload([]uint64{77, 0}, seqs[0], whole)
+	want := l.Decode(whole, nil)
+	if fmt.Sprint(vals) != fmt.Sprint(want) || vals[0].I != int64(int32(uint32(wc))) || vals[1].I != int64(wc) || vals[2].U != 77 {
+		t.Fatalf("slot decoder %+v, payload decoder %+v", vals, want)
 	}
 }

@@ -1,12 +1,9 @@
 package rings
 
 import (
-	"encoding/binary"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
-	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
 
 // Work-counter positions (buffer.positions: work; work.go runs a cursor per
@@ -47,10 +44,6 @@ type regionCursor struct {
 	pos   uint64   // the next undecided position
 
 	records, overwritten, torn uint64
-
-	// place: the slots hold only some of a record's chunks (the work
-	// counter's are the position's); nil: a slot's words are its chunks.
-	place *placement
 
 	// A hook whose aggregates the drain computes (drainagg.go): its
 	// records go to agg, paired, not to a ring. channel and comm are the
@@ -171,13 +164,8 @@ func (r *regionCursor) emitRun(ring *Ring) uint64 {
 		j := p & (r.n - 1)
 		i := (ring.head.Load() + n) & ring.mask
 		want := min(room-n, r.n-j, ring.mask+1-i)
-		seqs, dst, src := ring.seqs[i:i+want], ring.payloads[int(i)*ring.stride:int(i+want)*ring.stride], r.slots[int(j)*r.c:int(j+want)*r.c]
-		var got uint64
-		if r.place != nil {
-			got = r.place.copyRecords(seqs, dst, src, p)
-		} else {
-			got = copyRecords(seqs, dst, src, p, r.c)
-		}
+		got := copyRecords(ring.seqs[i:i+want], ring.payloads[int(i)*ring.stride:int(i+want)*ring.stride],
+			r.slots[int(j)*r.c:int(j+want)*r.c], p, r.c)
 		n += got
 		if got < want {
 			break
@@ -259,44 +247,4 @@ func (r *regionCursor) settle(ring *Ring, makeRoom func() bool) bool {
 		r.pos++
 	}
 	return true
-}
-
-// placement places a slot's words in a ring record whose chunks the slot
-// does not all hold (hookgen.Layout.Implied): word i's chunk is chunk
-// stored[i], and each implied chunk the record's work counter's, from its
-// position (2 x workCounter + phase), as hookgen.Layout.Payload has them.
-type placement struct {
-	stored  []int
-	implied []hookgen.ImpliedChunk
-	chunks  int // a ring record's
-}
-
-// copyRecords is copyRecords for slots of len(stored) words placed into
-// ring records of 4 x chunks bytes.
-func (pl *placement) copyRecords(seqs []uint64, dst []byte, src []uint64, p uint64) uint64 {
-	c, stride := len(pl.stored), 4*pl.chunks
-	if len(src) < len(seqs)*c || len(dst) < len(seqs)*stride {
-		panic("rings: placement.copyRecords: short slot or ring view")
-	}
-	ws := unsafe.Pointer(unsafe.SliceData(src))
-	ds := unsafe.Pointer(unsafe.SliceData(dst))
-	for x := range seqs {
-		q := p + uint64(x)
-		w, d := unsafe.Add(ws, x*c*8), unsafe.Add(ds, x*stride)
-		st := uint64(uint32(q+1)) << 32
-		var diff uint64
-		for j, at := range pl.stored {
-			v := atomic.LoadUint64((*uint64)(unsafe.Add(w, j*8)))
-			diff |= v ^ st
-			binary.LittleEndian.PutUint32((*[4]byte)(unsafe.Add(d, at*4))[:], uint32(v))
-		}
-		if diff>>32 != 0 {
-			return uint64(x)
-		}
-		for _, ic := range pl.implied {
-			binary.LittleEndian.PutUint32((*[4]byte)(unsafe.Add(d, ic.Chunk*4))[:], uint32(q>>1>>ic.Shift))
-		}
-		seqs[x] = q
-	}
-	return uint64(len(seqs))
 }

@@ -23,7 +23,7 @@ func (k *consumer) addRegions() {
 		w := int(k.n) * k.chunks
 		for ch := range regionChannels {
 			r := newRegionCursor(view[ch*w:(ch+1)*w:(ch+1)*w], k.n, k.chunks)
-			r.agg, r.place, r.channel, r.comm = k.drainAggs, k.place, ch, c
+			r.agg, r.channel, r.comm = k.drainAggs, ch, c
 			k.regions = append(k.regions, r)
 		}
 	}
