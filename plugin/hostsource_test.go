@@ -289,6 +289,11 @@ hooks:
 		if pos, seq := 2*uint64(hr.k+1)+uint64(hr.phase), num(t, hr.rec, "seq"); seq != pos {
 			t.Errorf("record %v: seq %d, want its region position %d", hr.rec, seq, pos)
 		}
+		// The slot leaves the work counter out: the drain's, from the
+		// position, is NCCL's kernel-channel count from 1.
+		if wc := num(t, hr.rec, "workCounter"); wc != uint64(hr.k+1) {
+			t.Errorf("record %v: workCounter %d, want %d", hr.rec, wc, hr.k+1)
+		}
 	}
 	events := uint64(comms * colls * channels * 2)
 	if st := o.final["all"]; uint64(len(o.records["all"])) != events || st.Matched != events || st.Records != events || st.Dropped != 0 {

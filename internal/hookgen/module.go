@@ -637,21 +637,26 @@ func (d *Decoder) DecodeBatch(payloads []byte, stride int, seqs []uint64, vals [
 			return unsafe.Add(src, i*stride), (*Value)(unsafe.Add(dst, uintptr(i*nf)*vsize))
 		}
 		switch {
-		case c.class == classPosU || c.class == classPosI:
-			// workCounter from the position, 2 x workCounter + phase,
-			// through set as if the payload held it.
-			raw := c
-			raw.class = classU
-			if c.class == classPosI {
-				raw.class = classI
-			}
+		case c.class == classPosU && c.size == 8:
+			// workCounter from the position, 2 x workCounter + phase.
 			for i := range n {
 				_, v := at(i)
-				u := seqs[i] >> 1
-				if c.size == 4 {
-					u = uint64(uint32(u))
-				}
-				raw.set(v, u)
+				v.U = seqs[i] >> 1
+			}
+		case c.class == classPosU:
+			for i := range n {
+				_, v := at(i)
+				v.U = uint64(uint32(seqs[i] >> 1))
+			}
+		case c.class == classPosI && c.size == 8:
+			for i := range n {
+				_, v := at(i)
+				v.I = int64(seqs[i] >> 1)
+			}
+		case c.class == classPosI:
+			for i := range n {
+				_, v := at(i)
+				v.I = int64(int32(uint32(seqs[i] >> 1)))
 			}
 		case c.class == classU && c.size == 8:
 			for i := range n {
