@@ -27,6 +27,12 @@ hooks:
       - {name: n, kind: count, by: [channelId]}
     buffer: {slots: %d, overflow: overwrite_oldest, positions: work}
 `, config.RegionChannels*regionSlots)
+	return generateProfile(t, src)
+}
+
+// generateProfile parses a profile's source and generates its module.
+func generateProfile(t testing.TB, src string) *hookgen.Module {
+	t.Helper()
 	p, err := config.Parse("p.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)

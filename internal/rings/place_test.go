@@ -21,15 +21,7 @@ hooks:
     fields: [timestamp, {field: workCounter, as: wc32, type: u32}, funcId, workCounter, channelId, phase, {field: comm, type: u8}]
     buffer: {slots: %d, overflow: overwrite_oldest, positions: work}
 `, config.RegionChannels*regionSlots)
-	p, err := config.Parse("p.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := hookgen.Generate(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return generateProfile(t, src)
 }
 
 // A work hook's slots leave out the chunks of its work-counter fields
