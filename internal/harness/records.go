@@ -73,7 +73,8 @@ type emitter struct {
 // events emitted at its key: one per communicator where each counts from 1,
 // as NCCL's do (profiles with work positions), else one. The record's comm
 // field names it; without one, the first not yet recorded whose every event
-// field the record holds, else the first not yet recorded, else the first.
+// field the record holds, else one already recorded that it holds (a second
+// record), else the first not yet recorded, else the first.
 func (rc *recordCheck) emitterOf(rec map[string]json.RawMessage, cands []Event, get func(string) (uint64, bool)) Event {
 	if len(cands) == 1 {
 		return cands[0]
@@ -100,6 +101,11 @@ func (rc *recordCheck) emitterOf(rec map[string]json.RawMessage, cands []Event, 
 	}
 	for _, e := range cands {
 		if !rc.recorded[emitter{k, e.Comm}] && holds(e) {
+			return e
+		}
+	}
+	for _, e := range cands {
+		if holds(e) { // recorded already: a second record of it
 			return e
 		}
 	}

@@ -421,9 +421,9 @@ type Layout struct {
 	Chunks int // 32-bit chunks = ceil(Bytes/4); a slot holds those not Implied, a 64-bit word each
 	// Implied are the chunks a hook with work positions does not store:
 	// each holds nothing but its record's work counter, which the record's
-	// position (2 x workCounter + phase) already says, so the drain writes
-	// it (docs/ARCHITECTURE.md, "Work positions"). Ascending; nil for
-	// every other hook.
+	// position (2 x workCounter + phase) already says, so the drain's
+	// decoder takes it from there (NewSlotDecoder; docs/ARCHITECTURE.md,
+	// "Work positions"). Ascending; nil for every other hook.
 	Implied []ImpliedChunk
 }
 
@@ -460,8 +460,9 @@ func (l *Layout) Stored() []int {
 
 // Payload writes into payload (4 x Chunks bytes) the record of position pos
 // whose slot holds words: each word's chunk (its low half) where Stored
-// places it, and the Implied chunks from pos. The drain's copy does the
-// same in its own loop (rings.copyRecords).
+// places it, and the Implied chunks from pos, for a reader of slots that
+// wants the whole record. The drain does not assemble it: its ring keeps a
+// slot's chunks, which NewSlotDecoder reads as they are.
 func (l *Layout) Payload(words []uint64, pos uint64, payload []byte) {
 	for i, c := range l.Stored() {
 		binary.LittleEndian.PutUint32(payload[4*c:], uint32(words[i]))
@@ -538,7 +539,7 @@ const (
 	classF64
 	// classPosU, classPosI: an implied work counter (Layout.Implied),
 	// from the record's position rather than its payload, unsigned or
-	// signed (shift sign-extends).
+	// signed.
 	classPosU
 	classPosI
 )
