@@ -458,23 +458,10 @@ func (l *Layout) Stored() []int {
 	return stored
 }
 
-// Payload writes into payload (4 x Chunks bytes) the record of position pos
-// whose slot holds words: each word's chunk (its low half) where Stored
-// places it, and the Implied chunks from pos, for a reader of slots that
-// wants the whole record. The drain does not assemble it: its ring keeps a
-// slot's chunks, which NewSlotDecoder reads as they are.
-func (l *Layout) Payload(words []uint64, pos uint64, payload []byte) {
-	for i, c := range l.Stored() {
-		binary.LittleEndian.PutUint32(payload[4*c:], uint32(words[i]))
-	}
-	for _, ic := range l.Implied {
-		binary.LittleEndian.PutUint32(payload[4*ic.Chunk:], uint32(pos>>1>>ic.Shift))
-	}
-}
-
 // implyWorkCounter marks the chunks of l that hold nothing but a
 // workCounter field, stored as the integer it is (4 or 8 bytes on chunk
-// boundaries), as Implied: for a hook with work positions.
+// boundaries), as Implied: for a hook with work positions. The fields lie
+// in offset order, so the chunks come out ascending.
 func (l *Layout) implyWorkCounter() {
 	for _, f := range l.Fields {
 		size := f.Type.Bytes()
@@ -485,7 +472,12 @@ func (l *Layout) implyWorkCounter() {
 			l.Implied = append(l.Implied, ImpliedChunk{Chunk: f.Offset/4 + k, Shift: uint(32 * k)})
 		}
 	}
-	slices.SortFunc(l.Implied, func(a, b ImpliedChunk) int { return a.Chunk - b.Chunk })
+}
+
+// implied reports whether field f is an implied work counter: its chunks
+// are its own, so its first one says.
+func (l *Layout) implied(f FieldLayout) bool {
+	return slices.ContainsFunc(l.Implied, func(ic ImpliedChunk) bool { return ic.Chunk == f.Offset/4 })
 }
 
 // Value is a decoded field value: exactly one of U, I, F is meaningful, by Type.
@@ -577,7 +569,8 @@ func (l *Layout) NewSlotDecoder() *Decoder {
 	if len(l.Implied) == 0 {
 		return d
 	}
-	d.span = 0
+	stored := l.Stored()
+	d.span = 4 * len(stored)
 	for i, f := range l.Fields {
 		c := &d.fields[i]
 		if l.implied(f) {
@@ -587,14 +580,9 @@ func (l *Layout) NewSlotDecoder() *Decoder {
 			}
 			continue
 		}
-		before := 0 // implied chunks before the field's: none inside it
-		for _, ic := range l.Implied {
-			if ic.Chunk < f.Offset/4 {
-				before++
-			}
-		}
-		c.offset = uint32(f.Offset - 4*before)
-		d.span = max(d.span, int(c.offset)+int(c.size))
+		// A stored field's chunks are stored together: it moves with
+		// its first one.
+		c.offset = uint32(4*slices.Index(stored, f.Offset/4) + f.Offset%4)
 	}
 	return d
 }

@@ -5,7 +5,6 @@ package hookgen
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
@@ -117,11 +116,6 @@ func (g *generator) recordStores(t *translator, info *HookInfo, in string) error
 		i++
 	}
 	return nil
-}
-
-// implied reports whether every chunk of field f is Implied.
-func (l *Layout) implied(f FieldLayout) bool {
-	return slices.ContainsFunc(l.Implied, func(ic ImpliedChunk) bool { return ic.Chunk == f.Offset/4 })
 }
 
 // drainStores writes a drain record's chunks (DrainRecord) and its store.

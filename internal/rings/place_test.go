@@ -1,7 +1,6 @@
 package rings
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"testing"
@@ -28,8 +27,7 @@ hooks:
 // (hookgen.Layout.Implied): the cursor copies a slot's stored chunks into
 // the ring, and the slot decoder (hookgen.Layout.NewSlotDecoder, as deliver
 // uses it) takes the work counter from the record's position, so the
-// decoded record is the event, as the whole payload decodes
-// (Layout.Payload). A slot with one word of an earlier lap stops the run
+// decoded record is the event, as the hook's whole payload decodes. A slot with one word of an earlier lap stops the run
 // there; a later lap is counted overwritten.
 func TestPlacedRecordsTakeTheWorkCounterFromThePosition(t *testing.T) {
 	const n = 16
@@ -95,13 +93,7 @@ func TestPlacedRecordsTakeTheWorkCounterFromThePosition(t *testing.T) {
 		if seq != p {
 			t.Fatalf("record %d: position %d, want %d", i, seq, p)
 		}
-		words := slots[int(p%n)*c : int(p%n+1)*c]
-		whole := make([]byte, 4*l.Chunks)
-		l.Payload(words, p, whole)
-		if !bytes.Equal(whole, full(p)) {
-			t.Fatalf("record %d: Layout.Payload %x, the hook's %x", i, whole, full(p))
-		}
-		wantVals := l.Decode(whole, nil)
+		wantVals := l.Decode(full(p), nil)
 		for f, fl := range l.Fields {
 			got := vals[i*len(l.Fields)+f]
 			if got != wantVals[f] || got.U != event(p)[fl.Name] {
@@ -136,8 +128,10 @@ func TestSlotDecoderSignedWorkCounter(t *testing.T) {
 	dec := l.NewSlotDecoder()
 	vals := dec.Values(1)
 	dec.DecodeBatch(payload, 8, seqs, vals)
-	whole := make([]byte, 20)
-	l.Payload([]uint64{77, 0}, seqs[0], whole)
+	whole := make([]byte, 20) // the record whole, as a payload decoder reads it
+	binary.LittleEndian.PutUint32(whole[0:], uint32(wc))
+	binary.LittleEndian.PutUint64(whole[4:], wc)
+	binary.LittleEndian.PutUint64(whole[12:], 77)
 	want := l.Decode(whole, nil)
 	if fmt.Sprint(vals) != fmt.Sprint(want) || vals[0].I != int64(int32(uint32(wc))) || vals[1].I != int64(wc) || vals[2].U != 77 {
 		t.Fatalf("slot decoder %+v, payload decoder %+v", vals, want)

@@ -1,6 +1,7 @@
 package cpu_test
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"testing"
 
@@ -60,6 +61,7 @@ func TestWorkPositionsPlaceEachEvent(t *testing.T) {
 		last[[3]uint64{uint64(e.comm), uint64(e.ev.ChannelID % 64), pos % 16}] = e
 	}
 	c := info.Layout.SlotWords()
+	dec := info.Layout.NewSlotDecoder()
 	for comm := range ctxs {
 		regions := d.Regions(comm, 0)
 		if len(regions) != 64*16*c {
@@ -78,17 +80,19 @@ func TestWorkPositionsPlaceEachEvent(t *testing.T) {
 					continue
 				}
 				pos := 2*e.ev.WorkCounter + uint64(e.ev.Phase)
-				payload := make([]byte, 4*info.Layout.Chunks)
-				loaded := make([]uint64, c)
+				// The slot's chunks, decoded as the drain does (the work
+				// counter from the position).
+				payload := make([]byte, 4*c)
 				for i := range words {
 					w := atomic.LoadUint64(&words[i])
 					if uint32(w>>32) != uint32(pos+1) {
 						t.Fatalf("communicator %d channel %d slot %d: word %d stamped %d, want %d", comm, ch, j, i, w>>32, pos+1)
 					}
-					loaded[i] = w
+					binary.LittleEndian.PutUint32(payload[4*i:], uint32(w))
 				}
-				info.Layout.Payload(loaded, pos, payload)
-				got := unsigned(info.Layout.Decode(payload, nil))
+				vals := dec.Values(1)
+				dec.DecodeBatch(payload, 4*c, []uint64{pos}, vals)
+				got := unsigned(vals)
 				want := append(eventValues(e.ev), uint64(comm))
 				for i := range want {
 					if got[i] != want[i] {
