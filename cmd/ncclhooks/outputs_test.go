@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,18 +97,22 @@ func TestReportAndTraceOfARealRun(t *testing.T) {
 	if err := json.Unmarshal(data, &tr); err != nil {
 		t.Fatal(err)
 	}
+	// ts and dur are microseconds with three decimals: compare them as the
+	// whole nanoseconds they are written from, since their float64 sum is
+	// not exact (41815.683 may come out as 41815.683000000005).
+	ns := func(us float64) int64 { return int64(math.Round(us * 1e3)) }
 	slices := 0
-	last := map[[2]int]float64{}
+	last := map[[2]int]int64{}
 	for _, e := range tr.TraceEvents {
 		if e.Ph != "X" {
 			continue
 		}
 		slices++
 		k := [2]int{e.Pid, e.Tid}
-		if e.Ts < last[k] || e.Dur < 0 {
-			t.Fatalf("slice %s at %v before the end of the previous one (%v) on track %v", e.Name, e.Ts, last[k], k)
+		if ns(e.Ts) < last[k] || e.Dur < 0 {
+			t.Fatalf("slice %s at %v before the end of the previous one (%v ns) on track %v", e.Name, e.Ts, last[k], k)
 		}
-		last[k] = e.Ts + e.Dur
+		last[k] = ns(e.Ts) + ns(e.Dur)
 	}
 	// Every work item's START and STOP were recorded: one slice each.
 	if want := 2 * 2 * 4 * 1500; slices != want {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,8 +48,11 @@ func validate(t *testing.T, data []byte) *parsed {
 		t.Fatalf("not JSON: %v", err)
 	}
 	type track struct{ pid, tid int }
-	lastEnd := map[track]float64{}
-	lastTs := map[track]float64{}
+	// Slices are compared in whole nanoseconds, as written: the float64 sum
+	// of two three-decimal microsecond values is not exact.
+	ns := func(us float64) int64 { return int64(math.Round(us * 1e3)) }
+	lastEnd := map[track]int64{}
+	lastTs := map[track]int64{}
 	for _, e := range p.file.TraceEvents {
 		ph, _ := e["ph"].(string)
 		name, _ := e["name"].(string)
@@ -72,16 +76,16 @@ func validate(t *testing.T, data []byte) *parsed {
 				t.Fatalf("unknown metadata event %q", name)
 			}
 		case "X":
-			ts, dur := num(t, e, "ts"), num(t, e, "dur")
+			ts, dur := ns(num(t, e, "ts")), ns(num(t, e, "dur"))
 			tr := track{pid, int(num(t, e, "tid"))}
 			if dur < 0 {
 				t.Fatalf("negative duration: %v", e)
 			}
 			if ts < lastTs[tr] {
-				t.Fatalf("track %v: ts %v after %v: not monotonic", tr, ts, lastTs[tr])
+				t.Fatalf("track %v: ts %v ns after %v ns: not monotonic", tr, ts, lastTs[tr])
 			}
 			if ts < lastEnd[tr] {
-				t.Fatalf("track %v: slice at %v overlaps the previous one ending at %v", tr, ts, lastEnd[tr])
+				t.Fatalf("track %v: slice at %v ns overlaps the previous one ending at %v ns", tr, ts, lastEnd[tr])
 			}
 			lastTs[tr], lastEnd[tr] = ts, ts+dur
 			if _, ok := p.thrNames[[2]int{tr.pid, tr.tid}]; !ok {
