@@ -38,6 +38,11 @@ func num(t *testing.T, e map[string]any, key string) float64 {
 	return v
 }
 
+// ns is a trace time in microseconds as the whole nanoseconds it was written
+// from: slices are compared in those, since the float64 sum of two
+// three-decimal microsecond values is not exact.
+func ns(us float64) int64 { return int64(math.Round(us * 1e3)) }
+
 // validate checks data against the trace event format as Perfetto's JSON
 // importer reads it: required keys per phase, named processes and threads,
 // per-track monotonic timestamps and properly nested (here: disjoint) slices.
@@ -48,9 +53,6 @@ func validate(t *testing.T, data []byte) *parsed {
 		t.Fatalf("not JSON: %v", err)
 	}
 	type track struct{ pid, tid int }
-	// Slices are compared in whole nanoseconds, as written: the float64 sum
-	// of two three-decimal microsecond values is not exact.
-	ns := func(us float64) int64 { return int64(math.Round(us * 1e3)) }
 	lastEnd := map[track]int64{}
 	lastTs := map[track]int64{}
 	for _, e := range p.file.TraceEvents {
@@ -192,7 +194,7 @@ func TestTraceFromRun(t *testing.T) {
 			t.Fatalf("slice %v has no work item", s)
 		}
 		host := int64(dev) + reporttest.DeviceOffsetNs
-		got := origin + int64(num(t, s, "ts")*1000+0.5)
+		got := origin + ns(num(t, s, "ts"))
 		if got != host {
 			t.Fatalf("slice %s placed at %d, want %d", k, got, host)
 		}
@@ -233,6 +235,28 @@ func TestTraceOverlappingCommunicatorsGetLanes(t *testing.T) {
 	}
 	if p.thrNames[[2]int{0, 1000}] != "channel 0 #2" {
 		t.Errorf("thread names %v", p.thrNames)
+	}
+}
+
+// Work items that follow each other on a channel, each STOP the next START,
+// stay on one lane: a slice may start where the previous one ends. Their ts
+// and dur, written in microseconds to the nanosecond, add up to the next ts
+// only as whole nanoseconds (as float64, in a CI run, a slice's ts + dur
+// came out 41815.683000000005 where the next slice's ts was 41815.683).
+func TestTraceBackToBackItemsShareALane(t *testing.T) {
+	dir := t.TempDir()
+	truth, err := reporttest.Write(filepath.Join(dir, "a.jsonl"), reporttest.Options{Seed: 3, Channels: 2, Items: 300, BackToBack: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, sum := writeTrace(t, dir)
+	p := validate(t, data)
+	want := 0
+	for _, ds := range truth.Durations {
+		want += len(ds)
+	}
+	if len(p.slices) != want || sum.Tracks != 2 {
+		t.Errorf("%d slices on %d tracks, want %d on one lane per channel (2); threads %v", len(p.slices), sum.Tracks, want, p.thrNames)
 	}
 }
 

@@ -48,6 +48,9 @@ type Options struct {
 	Slowdown map[string]float64
 	// ChannelSlowdown multiplies the durations on the given channels (skew).
 	ChannelSlowdown map[int]float64
+	// BackToBack starts each work item of a channel at its previous one's
+	// STOP, as a channel's items can follow each other; default a 2 us gap.
+	BackToBack bool
 	// DropEvery leaves out every n-th record as a buffer_full drop (0: none).
 	DropEvery int
 	// Dumps is the number of dump_stats rounds, the last one final; default 3.
@@ -235,7 +238,10 @@ func (o *Options) events(rng *rand.Rand) []event {
 				evs = append(evs, event{ts: t, wc: wc, fn: fn, ch: ch, phase: 0})
 			}
 			evs = append(evs, event{ts: t + dur, wc: wc, fn: fn, ch: ch, phase: 1, duration: dur})
-			t += dur + 2_000 // a gap between work items
+			t += dur
+			if !o.BackToBack {
+				t += 2_000 // a gap between work items
+			}
 		}
 	}
 	slices.SortStableFunc(evs, func(a, b event) int {
