@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Real collectives between ranks on one GPU: NVIDIA/nccl-tests (patched with
+# nccl/patches/nccl-tests.patch: one process per rank without MPI), each rank
+# its own process with its own NCCL_HOSTID, so that NCCL treats the ranks as
+# separate nodes and joins them through its socket transport over loopback
+# (proxy operations, so KernelCh/ProxyOp host events).
+#   scripts/nccl-ranks.sh NCCL_DIR LABEL [--source host|device] [--ranks "2 4"] [--tests "..."] [--profiles "..."]
+# NCCL_DIR holds lib/libnccl.so.2 and include/nccl.h (a build of scripts/build-nccl.sh,
+# or the torch wheel's nvidia/nccl). Builds nccl-tests from nccl/src/nccl-tests.tar.xz
+# against it, then per test and rank count: once with no plugin, once per profile.
+# A row passes when every rank exits 0 (nccl-tests' -c 1 data check; the patch makes
+# each process report its own wrong results) and `ncclhooks check` says exact.
+# Per-row outputs stay in $WORK; $OUT/ranks-LABEL-SOURCE.md gets the table and,
+# for latency at the largest rank count, `ncclhooks report --by rank`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+NCCL=$(realpath "${1:?usage: nccl-ranks.sh NCCL_DIR LABEL [--source host|device]}")
+LABEL=${2:?LABEL}
+shift 2
+SOURCE=host RANKS="2 4" TESTS="all_reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf" PROFILES="latency all-events"
+while [ $# -gt 0 ]; do
+  case $1 in
+    --source) SOURCE=$2; shift 2 ;;
+    --ranks) RANKS=$2; shift 2 ;;
+    --tests) TESTS=$2; shift 2 ;;
+    --profiles) PROFILES=$2; shift 2 ;;
+    *) echo "nccl-ranks.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+BIN=${BIN:-.dev/gpu}
+OUT=${OUT:-out/nccl-ranks}
+W=${WORK:-/tmp/nccl-ranks}/$LABEL-$SOURCE
+mkdir -p "$OUT" "$W"
+PLUGIN=$(realpath "$BIN/libnccl-profiler-hooks.so")
+CLI=$(realpath "$BIN/ncclhooks")
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 NCCL_SOCKET_IFNAME=lo
+export NCCL_HOOKS_CACHE_DIR=$W/cache
+[ -f "$NCCL/lib/libnccl.so.2" ] && [ -f "$NCCL/include/nccl.h" ] || { echo "FAIL $LABEL: want $NCCL/lib/libnccl.so.2 and $NCCL/include/nccl.h"; exit 1; }
+
+# nccl-tests against this NCCL (a private NCCL_HOME: the wheel has no libnccl.so link).
+T=$W/nccl-tests
+if [ ! -x "$T/build/all_reduce_perf" ]; then
+  rm -rf "$T" && mkdir -p "$T/home/lib" && tar xJf nccl/src/nccl-tests.tar.xz -C "$T" --strip-components=1 || exit 1
+  ln -s "$NCCL/include" "$T/home/include"; ln -s "$NCCL/lib/libnccl.so.2" "$T/home/lib/libnccl.so"; ln -s "$NCCL/lib/libnccl.so.2" "$T/home/lib/libnccl.so.2"
+  (cd "$T" && patch -p1 -s < "$OLDPWD/nccl/patches/nccl-tests.patch") || { echo "FAIL: nccl/patches/nccl-tests.patch does not apply"; exit 1; }
+  make -j16 -C "$T/src" MPI=0 NCCL_HOME="$T/home" CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} \
+    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR="$T/build" $TESTS > "$T/build.log" 2>&1 ||
+    { echo "FAIL $LABEL: building nccl-tests:"; tail -20 "$T/build.log"; exit 1; }
+fi
+export LD_LIBRARY_PATH=$NCCL/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+port=$((29500 + RANDOM % 2000))
+# ranks N DIR TEST PROFILE: one process per rank; every rank's exit status, 0 = all 0.
+ranks() {
+  local n=$1 d=$2 t=$3 prof=$4 pids=() r rc=0
+  port=$((port + 1))
+  mkdir -p "$d"
+  for ((r = 0; r < n; r++)); do
+    env NCCL_TESTS_NPROCS=$n NCCL_TESTS_PROC=$r NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=ncclhooks-rank$r \
+      ${prof:+NCCL_PROFILER_PLUGIN=$PLUGIN NCCL_HOOKS_PROFILE=$PWD/examples/$prof.yaml NCCL_HOOKS_SOURCE=$SOURCE NCCL_HOOKS_DUMP_DIR=$d} \
+      NCCL_DEBUG=WARN timeout 240 "$T/build/$t" -b 8 -e 64M -f 8 -g 1 -c 1 -w 2 -n ${ITERS:-5} > "$d/rank$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for r in "${!pids[@]}"; do wait "${pids[$r]}" || { rc=1; echo "  rank $r of $t ($prof): exit $? ($(grep -m2 -E 'wrong|WARN|error|Error' "$d/rank$r.log" | tr '\n' ' '))"; }; done
+  return $rc
+}
+
+status=0
+md=$OUT/ranks-$LABEL-$SOURCE.md
+{ echo "NCCL $(grep -m3 -E '#define NCCL_(MAJOR|MINOR|PATCH) ' "$NCCL/include/nccl.h" | awk '{printf "%s%s", (NR>1?".":""), $3}') ($LABEL), NCCL_HOOKS_SOURCE=$SOURCE, nccl-tests -b 8 -e 64M -f 8 -c 1, one process per rank on GPU 0"; echo
+  echo "| test | ranks | profile | ranks' exit | #wrong (rank 0) | check | records |"; echo "| --- | --- | --- | --- | --- | --- | --- |"; } > "$md"
+for n in $RANKS; do
+  for t in $TESTS; do
+    for prof in "" $PROFILES; do
+      d=$W/$t-r$n-${prof:-none}
+      rm -rf "$d"
+      ranks $n "$d" $t "$prof"; rc=$?
+      oob=$(grep -m1 -oE 'Out of bounds values : [0-9]+ [A-Z]+' "$d/rank0.log")
+      chk=- recs=-
+      if [ -n "$prof" ]; then
+        "$CLI" check "$d" --profile "examples/$prof.yaml" > "$d.check" 2>&1 && chk=exact || chk=MISMATCH
+        recs=$(cat "$d"/ncclhooks-*.jsonl 2>/dev/null | grep -c '"type":"record"')
+        [ $chk = exact ] || { status=1; echo "  FAIL $t r$n $prof: check:"; head -15 "$d.check" | sed 's/^/    /'; }
+      fi
+      [ $rc = 0 ] || status=1
+      echo "| $t | $n | ${prof:-none} | $([ $rc = 0 ] && echo "all 0" || echo FAIL) | ${oob:-?} | $chk | $recs |" | tee -a "$md"
+    done
+  done
+done
+last=${RANKS##* }
+for t in all_reduce_perf; do
+  d=$W/$t-r$last-latency
+  [ -d "$d" ] && { echo; echo "\`ncclhooks report --by rank\` of $t, $last ranks, latency:"; echo; "$CLI" report "$d" --by rank --markdown 2>&1 | head -60; } >> "$md"
+done
+echo "-- $md"
+exit $status
