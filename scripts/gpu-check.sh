@@ -18,7 +18,8 @@
 #      a CPU profile of the drain during the sustained rates ($OUT/drain.pprof)
 #   7. the SASS of each example's hook: instructions, atomics, reductions, loads, stores
 #      (host231: NCCL's dev branch, unpatched; HOST_WHEEL=0 leaves out the wheel and torch)
-# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 sass bench"
+#   8. ranks: real collectives between 2 and 4 ranks on GPU 0 (scripts/nccl-ranks.sh, nccl-tests)
+# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 sass bench ranks"
 # picks steps (default all but sass and bench), GPU_TESTS test packages, NCCL_TAGS tags,
 # BENCH_RATES the bench's event rates (default 1e7).
 set -uo pipefail
@@ -39,6 +40,9 @@ build)
   done
   # The newest NCCL source (branch dev), built unpatched by the host step.
   [ -f nccl/src/nccl-dev.tar.xz ] || nccl/make-source.sh dev || exit 1
+  # NVIDIA/nccl-tests for the ranks step (patched by nccl/patches/nccl-tests.patch there).
+  [ -f nccl/src/nccl-tests.tar.xz ] || { git --git-dir=${NCCL_TESTS_GIT:-/work/.mirror/NVIDIA+nccl-tests/repo} archive --format=tar \
+    --prefix=nccl-tests/ HEAD | xz -T0 -6 > nccl/src/nccl-tests.tar.xz; } || exit 1
   exit 0 ;;
 run) ;;
 *) echo "usage: $0 build|run"; exit 2 ;;
@@ -161,6 +165,19 @@ if k:
     else
       echo "SKIP NCCL 2.31: set NCCL_231_DIR to a build of NCCL 2.31 with the official v7 (src/include/plugin/profiler/profiler_v7.h; scripts/build-nccl.sh --no-patch), or carry nccl/src/nccl-dev.tar.xz (gpu-check.sh build makes it)"
     fi
+  fi
+  if has ranks; then
+    # Real collectives between ranks on GPU 0 (scripts/nccl-ranks.sh): the wheel's NCCL from
+    # host events, each patched NCCL built by the nccl step from its device hook.
+    wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>&1)
+    echo "== ranks: nccl-tests on the torch wheel's NCCL, NCCL_HOOKS_SOURCE=host"
+    OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$wheel" wheel --source host; echo "exit $? (ranks, wheel, host)"
+    for tag in "${TAGS[@]}"; do
+      [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] || { echo "SKIP ranks on patched $tag: not built (STEPS must include nccl)"; continue; }
+      echo "== ranks: nccl-tests on patched NCCL $tag, NCCL_HOOKS_SOURCE=device (Ring, LL/Simple: the functions built)"
+      NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device
+      echo "exit $? (ranks, patched $tag, device)"
+    done
   fi
   if has sass; then
     echo "== SASS of each example's hook (the cubin the plugin compiles, cuobjdump -sass, function ncclhooks_entry)"
