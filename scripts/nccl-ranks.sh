@@ -44,7 +44,7 @@ if [ ! -x "$T/build/all_reduce_perf" ]; then
   ln -s "$NCCL/include" "$T/home/include"; ln -s "$NCCL/lib/libnccl.so.2" "$T/home/lib/libnccl.so"; ln -s "$NCCL/lib/libnccl.so.2" "$T/home/lib/libnccl.so.2"
   (cd "$T" && patch -p1 -s < "$OLDPWD/nccl/patches/nccl-tests.patch") || { echo "FAIL: nccl/patches/nccl-tests.patch does not apply"; exit 1; }
   make -j16 -C "$T/src" MPI=0 NCCL_HOME="$T/home" CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR="$T/build" $TESTS > "$T/build.log" 2>&1 ||
+    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR="$T/build" $(printf "$T/build/%s " $TESTS) > "$T/build.log" 2>&1 ||
     { echo "FAIL $LABEL: building nccl-tests:"; tail -20 "$T/build.log"; exit 1; }
 fi
 export LD_LIBRARY_PATH=$NCCL/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

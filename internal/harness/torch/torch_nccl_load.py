@@ -13,7 +13,15 @@ device hook: NCCL_HOOKS_SOURCE=auto picks them), with records + dropped =
 matched in every final dump_stats line. Exits 0 on success, 77 (skip) where torch, CUDA or the
 plugin is missing, 1 on failure.
 
-usage: torch_nccl_load.py PLUGIN.so PROFILE.yaml [OUTDIR]
+With --ranks N, N processes share GPU 0: each gets its own NCCL_HOSTID, so
+NCCL (any version, the wheel's 2.28.9 included) treats them as separate nodes
+and joins them through its socket transport over loopback
+(NCCL_SOCKET_IFNAME=lo). That path has proxy operations, so NCCL's host events
+carry kernel channels and the all-reduces are real ring collectives between
+ranks; each round also runs all-reduces from 8 B to 64 MiB and a ring of
+send/recv between the ranks, every result checked.
+
+usage: torch_nccl_load.py [--ranks N] PLUGIN.so PROFILE.yaml [OUTDIR]
 """
 import glob
 import json
@@ -25,11 +33,11 @@ import sys
 SKIP = 77
 
 
-def worker(rank, world, port):
+def worker(rank, world, port, one_gpu):
     import torch
     import torch.distributed as dist
 
-    torch.cuda.set_device(rank)
+    torch.cuda.set_device(0 if one_gpu else rank)
     for round_ in range(2):
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port + round_}",
                                 rank=rank, world_size=world)
@@ -46,15 +54,44 @@ def worker(rank, world, port):
         dist.all_to_all_single(b, a)
         torch.cuda.synchronize()
         ok = ok and bool(b[rank * 4096:(rank + 1) * 4096].eq(a[rank * 4096:(rank + 1) * 4096]).all().item())
+        if one_gpu:
+            ok = ok and between_ranks(rank, world)
         print(f"RESULT round={round_} rank={rank} ok={ok} value={x[0].item()} want={want}", flush=True)
         dist.destroy_process_group()
     print(f"EXIT rank={rank}", flush=True)
 
 
+def between_ranks(rank, world):
+    """All-reduces from 8 B to 64 MiB and a ring of send/recv, each checked."""
+    import torch
+    import torch.distributed as dist
+
+    ok = True
+    for n in (2, 1 << 14, 1 << 18, 1 << 24):  # float32 elements: 8 B, 64 KiB, 1 MiB, 64 MiB
+        for _ in range(3):
+            x = torch.full((n,), float(rank + 1), device="cuda")
+            dist.all_reduce(x)
+            ok = ok and bool(torch.all(x == world * (world + 1) / 2).item())
+    send = torch.full((1 << 16,), float(rank), device="cuda")
+    recv = torch.empty_like(send)
+    for _ in range(3):
+        reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, send, (rank + 1) % world),
+                                       dist.P2POp(dist.irecv, recv, (rank - 1) % world)])
+        for r in reqs:
+            r.wait()
+        torch.cuda.synchronize()
+        ok = ok and bool(torch.all(recv == float((rank - 1) % world)).item())
+    return ok
+
+
 def main():
     if len(sys.argv) >= 2 and sys.argv[1] == "--worker":
-        worker(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+        worker(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1")
         return 0
+    ranks = 0
+    if len(sys.argv) >= 3 and sys.argv[1] == "--ranks":
+        ranks = int(sys.argv[2])
+        del sys.argv[1:3]
     if len(sys.argv) < 3:
         print(__doc__)
         return 2
@@ -71,7 +108,7 @@ def main():
     if not os.path.exists(plugin):
         print(f"SKIP: {plugin} not built")
         return SKIP
-    world = min(torch.cuda.device_count(), 2)
+    world = ranks or min(torch.cuda.device_count(), 2)
     env = dict(os.environ)
     env.update({
         "NCCL_PROFILER_PLUGIN": plugin,
@@ -86,8 +123,13 @@ def main():
     })
     os.makedirs(outdir, exist_ok=True)
     port = 29500 + os.getpid() % 1000
-    procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), str(world), str(port)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def rank_env(r):
+        if not ranks:
+            return env
+        # One NCCL_HOSTID per process: NCCL's duplicate-GPU check compares host hashes.
+        return dict(env, NCCL_HOSTID=f"ncclhooks-rank{r}", NCCL_SOCKET_IFNAME="lo")
+    procs = [subprocess.Popen([sys.executable, __file__, "--worker", str(r), str(world), str(port), "1" if ranks else "0"],
+                              env=rank_env(r), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(world)]
     outs, codes = [], []
     for p in procs:
