@@ -5,7 +5,7 @@
 #   nccl/make-source.sh [--git-dir DIR] [TAG ...]
 #
 # DIR defaults to /work/.mirror/NVIDIA+nccl/repo (a bare mirror of github.com/NVIDIA/nccl).
-# TAGs default to the tags nccl/patches/ has patches for.
+# TAGs default to the NCCL tags nccl/patches/ has patches for (v*.patch).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,7 +21,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 if [[ ${#tags[@]} -eq 0 ]]; then
-  for p in "$here"/patches/*.patch; do [[ -e $p ]] && tags+=("$(basename "$p" .patch)"); done
+  # NCCL's tags only: nccl-tests.patch is for NVIDIA/nccl-tests, not a tag of NCCL.
+  for p in "$here"/patches/v*.patch; do [[ -e $p ]] && tags+=("$(basename "$p" .patch)"); done
   [[ ${#tags[@]} -gt 0 ]] || { echo "make-source.sh: no tags given and no nccl/patches/*.patch" >&2; exit 2; }
 fi
 

@@ -68,13 +68,15 @@ ranks() {
 status=0
 md=$OUT/ranks-$LABEL-$SOURCE.md
 { echo "NCCL $(grep -m3 -E '#define NCCL_(MAJOR|MINOR|PATCH) ' "$NCCL/include/nccl.h" | awk '{printf "%s%s", (NR>1?".":""), $3}') ($LABEL), NCCL_HOOKS_SOURCE=$SOURCE, nccl-tests -b 8 -e 64M -f 8 -c 1, one process per rank on GPU 0"; echo
-  echo "| test | ranks | profile | ranks' exit | #wrong (rank 0) | check | records |"; echo "| --- | --- | --- | --- | --- | --- | --- |"; } > "$md"
+  echo "| test | ranks | profile | ranks' exit | #wrong (rank 0) | check | records | seconds |"; echo "| --- | --- | --- | --- | --- | --- | --- | --- |"; } > "$md"
 for n in $RANKS; do
   for t in $TESTS; do
     for prof in "" $PROFILES; do
       d=$W/$t-r$n-${prof:-none}
       rm -rf "$d"
+      t0=$SECONDS
       ranks $n "$d" $t "$prof"; rc=$?
+      secs=$((SECONDS - t0))
       oob=$(grep -m1 -oE 'Out of bounds values : [0-9]+ [A-Z]+' "$d/rank0.log")
       chk=- recs=-
       if [ -n "$prof" ]; then
@@ -83,7 +85,7 @@ for n in $RANKS; do
         [ $chk = exact ] || { status=1; echo "  FAIL $t r$n $prof: check:"; head -15 "$d.check" | sed 's/^/    /'; }
       fi
       [ $rc = 0 ] || status=1
-      echo "| $t | $n | ${prof:-none} | $([ $rc = 0 ] && echo "all 0" || echo FAIL) | ${oob:-?} | $chk | $recs |" | tee -a "$md"
+      echo "| $t | $n | ${prof:-none} | $([ $rc = 0 ] && echo "all 0" || echo FAIL) | ${oob:-?} | $chk | $recs | $secs |" | tee -a "$md"
     done
   done
 done
