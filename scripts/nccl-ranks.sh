@@ -37,17 +37,13 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export NCCL_HOOKS_CACHE_DIR=$W/cache
 [ -f "$NCCL/lib/libnccl.so.2" ] && [ -f "$NCCL/include/nccl.h" ] || { echo "FAIL $LABEL: want $NCCL/lib/libnccl.so.2 and $NCCL/include/nccl.h"; exit 1; }
 
-# nccl-tests against this NCCL (a private NCCL_HOME: the wheel has no libnccl.so link).
-T=$W/nccl-tests
-if [ ! -x "$T/build/all_reduce_perf" ]; then
-  rm -rf "$T" && mkdir -p "$T/home/lib" && tar xJf nccl/src/nccl-tests.tar.xz -C "$T" --strip-components=1 || exit 1
-  ln -s "$NCCL/include" "$T/home/include"; ln -s "$NCCL/lib/libnccl.so.2" "$T/home/lib/libnccl.so"; ln -s "$NCCL/lib/libnccl.so.2" "$T/home/lib/libnccl.so.2"
-  (cd "$T" && patch -p1 -s < "$OLDPWD/nccl/patches/nccl-tests.patch") || { echo "FAIL: nccl/patches/nccl-tests.patch does not apply"; exit 1; }
-  make -j16 -C "$T/src" MPI=0 NCCL_HOME="$T/home" CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR="$T/build" $(printf "$T/build/%s " $TESTS) > "$T/build.log" 2>&1 ||
-    { echo "FAIL $LABEL: building nccl-tests:"; tail -20 "$T/build.log"; exit 1; }
-fi
+# nccl-tests against this NCCL, one build per NCCL.
+T=${WORK:-/tmp/nccl-ranks}/nccl-tests-$LABEL
+scripts/nccl-tests-build.sh "$NCCL" "$T" $TESTS || exit 1
 export LD_LIBRARY_PATH=$NCCL/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+# profile NAME: examples/NAME.yaml, else bench/profiles/NAME.yaml (nop).
+profile() { [ -f examples/$1.yaml ] && echo $PWD/examples/$1.yaml || echo $PWD/bench/profiles/$1.yaml; }
 
 port=$((29500 + RANDOM % 2000))
 # ranks N DIR TEST PROFILE: one process per rank; every rank's exit status, 0 = all 0.
@@ -57,7 +53,7 @@ ranks() {
   mkdir -p "$d"
   for ((r = 0; r < n; r++)); do
     env NCCL_TESTS_NPROCS=$n NCCL_TESTS_PROC=$r NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=ncclhooks-rank$r \
-      ${prof:+NCCL_PROFILER_PLUGIN=$PLUGIN NCCL_HOOKS_PROFILE=$PWD/examples/$prof.yaml NCCL_HOOKS_SOURCE=$SOURCE NCCL_HOOKS_DUMP_DIR=$d} \
+      ${prof:+NCCL_PROFILER_PLUGIN=$PLUGIN NCCL_HOOKS_PROFILE=$(profile $prof) NCCL_HOOKS_SOURCE=$SOURCE NCCL_HOOKS_DUMP_DIR=$d} \
       NCCL_DEBUG=WARN timeout 240 "$T/build/$t" -b 8 -e 64M -f 8 -g 1 -c 1 -w 2 -n ${ITERS:-5} > "$d/rank$r.log" 2>&1 &
     pids+=($!)
   done
@@ -80,7 +76,7 @@ for n in $RANKS; do
       oob=$(grep -m1 -oE 'Out of bounds values : [0-9]+ [A-Z]+' "$d/rank0.log")
       chk=- recs=-
       if [ -n "$prof" ]; then
-        "$CLI" check "$d" --profile "examples/$prof.yaml" > "$d.check" 2>&1 && chk=exact || chk=MISMATCH
+        "$CLI" check "$d" --profile "$(profile $prof)" > "$d.check" 2>&1 && chk=exact || chk=MISMATCH
         recs=$(cat "$d"/ncclhooks-*.jsonl 2>/dev/null | grep -c '"type":"record"')
         [ $chk = exact ] || { status=1; echo "  FAIL $t r$n $prof: check:"; head -15 "$d.check" | sed 's/^/    /'; }
       fi
