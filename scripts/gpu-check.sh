@@ -18,7 +18,9 @@
 #      a CPU profile of the drain during the sustained rates ($OUT/drain.pprof)
 #   7. the SASS of each example's hook: instructions, atomics, reductions, loads, stores
 #      (host231: NCCL's dev branch, unpatched; HOST_WHEEL=0 leaves out the wheel and torch)
-#   8. ranks: real collectives between 2 and 4 ranks on GPU 0 (scripts/nccl-ranks.sh, nccl-tests)
+#   8. ranks: real collectives between 2 and 4 ranks on GPU 0 (scripts/nccl-ranks.sh, nccl-tests),
+#      torch_nccl_load.py --ranks 2 from host events, the hook's added time inside a 2-rank
+#      all-reduce (scripts/nccl-ranks-bench.sh) and a planted straggler (scripts/nccl-straggler.sh)
 # Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 sass bench ranks"
 # picks steps (default all but sass and bench), GPU_TESTS test packages, NCCL_TAGS tags,
 # BENCH_RATES the bench's event rates (default 1e7).
@@ -178,6 +180,22 @@ if k:
       NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device
       echo "exit $? (ranks, patched $tag, device)"
     done
+    echo "== ranks: torch with the wheel's NCCL, 2 processes on GPU 0 (NCCL_HOSTID each), NCCL_HOOKS_SOURCE=host"
+    for prof in latency all-events; do
+      NCCL_HOOKS_SOURCE=host timeout 300 python3 internal/harness/torch/torch_nccl_load.py --ranks 2 $BIN/libnccl-profiler-hooks.so examples/$prof.yaml "$WORK/torch-ranks-$prof" 2>&1 | tail -12
+      echo "exit ${PIPESTATUS[0]} (torch, 2 ranks, $prof; 77 = skipped)"
+      $BIN/ncclhooks check "$WORK/torch-ranks-$prof" --profile examples/$prof.yaml 2>&1 | tail -3
+      $BIN/ncclhooks report "$WORK/torch-ranks-$prof" --by rank --markdown 2>&1 | head -40
+    done
+    tag=${TAGS[0]}
+    if [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ]; then
+      echo "== ranks: the time a hook adds inside all-reduce between 2 ranks (patched NCCL $tag, device hook)"
+      NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks-bench.sh "$WORK/nccl-$tag" "patched-$tag" --source device
+      echo "exit $? (ranks bench)"
+      echo "== ranks: a planted straggler between 4 ranks (patched NCCL $tag, device hook)"
+      NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-straggler.sh "$WORK/nccl-$tag" "patched-$tag" --source device
+      echo "exit $? (straggler)"
+    fi
   fi
   if has sass; then
     echo "== SASS of each example's hook (the cubin the plugin compiles, cuobjdump -sass, function ncclhooks_entry)"
