@@ -72,7 +72,7 @@ md=$OUT/straggler-$LABEL-$SOURCE.md
   "$CLI" diff "$W/base/latency" "$W/plant/latency" 2>&1 | tail -40; echo "exit ${PIPESTATUS[0]}"
   h=$((RUNS / 2))
   mkdir -p "$W/half1" "$W/half2"
-  for ((k = 0; k < RUNS; k++)); do [ $k -lt $h ] && ln -s "$W/base/latency/job$k" "$W/half1/job$k" || ln -s "$W/base/latency/job$k" "$W/half2/job$k"; done
+  for ((k = 0; k < RUNS; k++)); do [ $k -lt $h ] && cp -r "$W/base/latency/job$k" "$W/half1/" || cp -r "$W/base/latency/job$k" "$W/half2/"; done
   echo; echo "## diff of the base set's halves (identical jobs)"; echo
   "$CLI" diff "$W/half1" "$W/half2" 2>&1 | tail -40; echo "exit ${PIPESTATUS[0]}"
 } > "$md" 2>&1
