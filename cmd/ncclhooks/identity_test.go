@@ -125,7 +125,7 @@ func TestTwoProcessesOfOneJob(t *testing.T) {
 		return n
 	}
 	byRank := reportBy(t, "rank", dirs...)
-	nRank := total(byRank, 4) // 2 communicators x 2 ranks
+	nRank := total(byRank, 2) // a rank is a device's place in both its communicators
 	for _, f := range byRank.Funcs {
 		for _, g := range f.Groups {
 			if g.Slowest && !strings.Contains(g.Label, "rank 1/2") {
@@ -197,6 +197,27 @@ func TestTwoProcessesOfOneJob(t *testing.T) {
 		if !found {
 			t.Errorf("no trace process for rank %d (pid %d): %v", rank, pid, names)
 		}
+	}
+}
+
+// The harness's default run of an aggregate-only profile (issue 34.2): two
+// devices of two communicators each. By rank every aggregate row has its
+// rank (its device's, in both communicators), so the table is there; by comm
+// no row can be split between the device's communicators, and the report
+// says so rather than printing its heading alone.
+func TestReportByOfTheDefaultRun(t *testing.T) {
+	out := t.TempDir()
+	if o, code := cli(t, "run", "../../examples/latency.yaml", "--backend", "cpu", "--out", out, "--items", "300"); code != 0 || !strings.Contains(o, "result: exact") {
+		t.Fatalf("run: exit %d:\n%s", code, o)
+	}
+	o, code := cli(t, "report", "--by", "rank", out)
+	if code != 0 || strings.Contains(o, "left out") || !strings.Contains(o, "rank 0/2 of comms ") || !strings.Contains(o, "rank 1/2 of comms ") ||
+		!strings.Contains(o, "<- slowest") {
+		t.Errorf("report --by rank: exit %d: want both aggregates for ranks 0 and 1, none left out:\n%s", code, o)
+	}
+	o, code = cli(t, "report", "--by", "comm", out)
+	if code != 0 || !strings.Contains(o, "aggregate rows left out: their device has several communicators") {
+		t.Errorf("report --by comm: exit %d: want the rows left out said:\n%s", code, o)
 	}
 }
 
