@@ -52,6 +52,12 @@ type ByReport struct {
 	// of devices without a comm line; by comm, also items of a device
 	// several communicators share whose hook does not record comm.
 	Unattributed uint64 `json:"unattributed_items,omitempty"`
+	// CrossRank is, by rank, the arrival skew of each communicator's
+	// collectives across its ranks and the rank the others waited for;
+	// CrossRankNote says why there is none where the inputs hold several
+	// ranks of a communicator (aggregates only, say).
+	CrossRank     []CrossRank `json:"cross_rank,omitempty"`
+	CrossRankNote string      `json:"cross_rank_note,omitempty"`
 }
 
 // ByFunc is one function of a hook, per group.
@@ -132,8 +138,9 @@ type byRaw struct {
 // ByCollector gathers work-item durations by file, device and communicator;
 // Report groups them once the whole run is read.
 type ByCollector struct {
-	by  By
-	raw map[byRaw][]uint64
+	by       By
+	raw      map[byRaw][]uint64
+	arrivals []arrival // by rank: each work item's START, for the cross-rank skew
 }
 
 // NewByCollector returns an empty collector for grouping by.
@@ -143,6 +150,9 @@ func NewByCollector(by By) *ByCollector { return &ByCollector{by: by, raw: map[b
 func (c *ByCollector) Add(w *WorkItem) {
 	k := byRaw{w.File, w.Device, w.Comm, w.Hook, w.FuncLabel()}
 	c.raw[k] = append(c.raw[k], w.Duration)
+	if c.by == ByRank {
+		c.addArrival(w)
+	}
 }
 
 // LoadBy reads the inputs and groups their work items by.
@@ -231,6 +241,10 @@ func (c *ByCollector) Report(run *Run) *ByReport {
 	}
 	slices.SortFunc(rep.Funcs, func(x, y ByFunc) int { return cmp.Or(cmp.Compare(x.Hook, y.Hook), cmp.Compare(x.Func, y.Func)) })
 	c.aggregates(run, rep)
+	if c.by == ByRank {
+		rep.CrossRank = c.crossRanks(run)
+		rep.CrossRankNote = crossRankNote(run, rep.CrossRank, len(c.arrivals))
+	}
 	return rep
 }
 
@@ -330,6 +344,13 @@ func (r *ByReport) Write(w io.Writer, f Format) error {
 	if len(r.Funcs) == 0 && len(r.Aggregates) == 0 {
 		fmt.Fprintf(&b, "nothing to show by %s\n", r.By)
 	}
+	for _, cr := range r.CrossRank {
+		if s := cr.All.Straggler; s != nil && s.StandsOut {
+			// Before the tables whose "slowest" points elsewhere.
+			fmt.Fprintf(&b, "straggler: rank %d of comm %s (hook %s), the rank the others wait for: \"slowest\" below is by p50 duration, which marks the waiting ranks (cross-rank arrival, at the end)\n",
+				s.Rank, cr.CommID, cr.Hook)
+		}
+	}
 	b.WriteString("\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
@@ -337,7 +358,10 @@ func (r *ByReport) Write(w io.Writer, f Format) error {
 	if err := r.writeItems(w, f); err != nil {
 		return err
 	}
-	return r.writeAggregates(w, f)
+	if err := r.writeAggregates(w, f); err != nil {
+		return err
+	}
+	return r.writeCrossRanks(w, f)
 }
 
 // unattributedAggsWhy says why aggregate rows have no group.
