@@ -76,9 +76,19 @@ type Straggler struct {
 	// MeanLate is how long after the next-latest rank it started, on
 	// average, where it was last: what the collective waited for it alone.
 	MeanLate float64 `json:"mean_late_ns"`
-	// StandsOut: last in more than half the collectives, at least 1.5x
-	// its chance share (1/nranks), and beyond chance (binomial, one-sided,
-	// p < 0.001). Otherwise no rank is named the straggler.
+	// MedianLate is the median over every collective of its START less
+	// the latest other rank's (negative where it was not last), and
+	// NoiseFloor what the ranks' arrivals vary by without a straggler: the
+	// median spread of the other ranks' STARTs, or with two ranks (no
+	// others to spread) twice the median absolute deviation of its own
+	// lateness.
+	MedianLate float64 `json:"median_late_ns"`
+	NoiseFloor float64 `json:"noise_floor_ns"`
+	// StandsOut: it is last in at least three quarters of the
+	// collectives, its median lateness is above the noise floor, and its
+	// last arrivals are beyond chance (binomial, one-sided, p < 0.001).
+	// Otherwise no rank is named the straggler: the ranks arrive in an
+	// order the noise decides, or one is late by too little to matter.
 	StandsOut bool `json:"stands_out"`
 	// ShortestP50 says its own work items have the smallest p50 of the
 	// ranks (it waits for no one); SlowestRank is the rank with the largest
@@ -148,6 +158,7 @@ func (c *ByCollector) crossRanks(run *Run) []CrossRank {
 		last  map[int]int
 		late  map[int]float64 // summed margins where last
 		durs  map[int][]uint64
+		colls [][]rankTs // each collective's STARTs, by time
 	}
 	newAcc := func() *acc { return &acc{last: map[int]int{}, late: map[int]float64{}, durs: map[int][]uint64{}} }
 	all := map[commKey]*acc{}
@@ -206,6 +217,12 @@ func (c *ByCollector) crossRanks(run *Run) []CrossRank {
 				a.durs[s.rank] = append(a.durs[s.rank], s.dur)
 			}
 		}
+		order := make([]rankTs, len(ss))
+		for i, s := range ss {
+			order[i] = rankTs{s.rank, s.ts}
+		}
+		all[k.commKey].colls = append(all[k.commKey].colls, order)
+		perFn[k.commKey][fn].colls = append(perFn[k.commKey][fn].colls, order)
 	}
 	var out []CrossRank
 	for ck, cr := range comms {
@@ -226,7 +243,7 @@ func (c *ByCollector) crossRanks(run *Run) []CrossRank {
 			for _, r := range cr.Ranks {
 				cs.Ranks = append(cs.Ranks, CrossRankStat{Rank: r, Label: labels[ck][r], Last: a.last[r], P50: NewDist(a.durs[r]).P50})
 			}
-			cs.Straggler = straggler(cs, a.late, cr.NRanks)
+			cs.Straggler = straggler(cs, a.late, a.colls, cr.NRanks)
 			return cs
 		}
 		cr.All = finish("all functions", all[ck])
@@ -240,9 +257,15 @@ func (c *ByCollector) crossRanks(run *Run) []CrossRank {
 	return out
 }
 
+// rankTs is one rank's START of a collective, on the communicator's timeline.
+type rankTs struct {
+	rank int
+	ts   int64
+}
+
 // straggler names the rank that started last most often, and whether it
-// stands out beyond chance.
-func straggler(cs CrossSkew, late map[int]float64, nranks int) *Straggler {
+// stands out beyond noise and chance.
+func straggler(cs CrossSkew, late map[int]float64, colls [][]rankTs, nranks int) *Straggler {
 	if cs.Collectives == 0 || len(cs.Ranks) == 0 {
 		return nil
 	}
@@ -264,9 +287,47 @@ func straggler(cs CrossSkew, late map[int]float64, nranks int) *Straggler {
 	if t.Last > 0 {
 		s.MeanLate = late[t.Rank] / float64(t.Last)
 	}
-	chance := 1 / float64(nranks)
-	s.StandsOut = s.Share > 0.5 && s.Share >= 1.5*chance && binomialTail(cs.Collectives, t.Last, chance) < 1e-3
+	s.MedianLate, s.NoiseFloor = lateness(colls, t.Rank)
+	s.StandsOut = 4*t.Last >= 3*cs.Collectives && s.MedianLate > s.NoiseFloor && binomialTail(cs.Collectives, t.Last, 1/float64(nranks)) < 1e-3
 	return s
+}
+
+// lateness is rank's median lateness over colls (its START less the latest
+// other rank's) and the noise floor it must clear (see Straggler).
+func lateness(colls [][]rankTs, rank int) (median, floor float64) {
+	late := make([]float64, 0, len(colls))
+	spread := make([]float64, 0, len(colls))
+	for _, c := range colls {
+		var own int64
+		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+		for _, r := range c {
+			if r.rank == rank {
+				own = r.ts
+				continue
+			}
+			lo, hi = min(lo, r.ts), max(hi, r.ts)
+		}
+		late = append(late, float64(own-hi))
+		spread = append(spread, float64(hi-lo))
+	}
+	if len(late) == 0 {
+		return 0, 0
+	}
+	median = medianOf(late)
+	if len(colls[0]) > 2 {
+		return median, medianOf(spread)
+	}
+	dev := make([]float64, len(late))
+	for i, l := range late {
+		dev[i] = math.Abs(l - median)
+	}
+	return median, 2 * medianOf(dev)
+}
+
+// medianOf sorts xs and returns their median.
+func medianOf(xs []float64) float64 {
+	slices.Sort(xs)
+	return median(xs)
 }
 
 // binomialTail is P(X >= k) for X ~ Binomial(n, p), summed in log space.
@@ -383,11 +444,11 @@ func stragglerVerdict(cr CrossRank) string {
 		return ""
 	}
 	if !s.StandsOut {
-		return fmt.Sprintf("no rank stands out: the one most often last, %s, starts last in %s of %d collectives (chance: %s), not in most of them beyond chance\n",
-			s.Label, pct(s.Share), cr.All.Collectives, pct(1/float64(cr.NRanks)))
+		return fmt.Sprintf("no rank stands out: the one most often last, %s, starts last in %s of %d collectives (chance: %s), its median lateness %s us within the noise floor (%s us)\n",
+			s.Label, pct(s.Share), cr.All.Collectives, pct(1/float64(cr.NRanks)), micros(s.MedianLate), micros(s.NoiseFloor))
 	}
-	v := fmt.Sprintf("straggler: %s starts last in %s of %d collectives, %s us after the next-latest rank on average",
-		s.Label, pct(s.Share), cr.All.Collectives, micros(s.MeanLate))
+	v := fmt.Sprintf("straggler: %s starts last in %s of %d collectives, %s us after the next-latest rank on average (median lateness %s us, noise floor %s us)",
+		s.Label, pct(s.Share), cr.All.Collectives, micros(s.MeanLate), micros(s.MedianLate), micros(s.NoiseFloor))
 	var own, others []float64
 	for _, rs := range cr.All.Ranks {
 		if rs.Rank == s.Rank {
