@@ -77,6 +77,7 @@ type hostOutput struct {
 	records map[string][]map[string]json.RawMessage
 	final   map[string]schema.DumpStats
 	aggs    map[string]schema.Aggregate // hook/name -> final snapshot
+	models  []string                    // the device lines' names and clock lines' models
 }
 
 // hostRecord is a record of a kernel channel the host driver reported:
@@ -129,6 +130,10 @@ func readHostOutput(t *testing.T, dir string) *hostOutput {
 		switch typ.Type {
 		case "header":
 			json.Unmarshal(sc.Bytes(), &o.header)
+		case "device", "clock":
+			var d struct{ Name, Model string }
+			json.Unmarshal(sc.Bytes(), &d)
+			o.models = append(o.models, d.Name+d.Model)
 		case "comm":
 			var c schema.Comm
 			json.Unmarshal(sc.Bytes(), &c)
@@ -209,6 +214,16 @@ hooks:
 			o := readHostOutput(t, dir)
 			if o.header.Backend != "host" || len(o.ranks) != comms {
 				t.Fatalf("header backend %q, %d comm lines; want host, %d", o.header.Backend, len(o.ranks), comms)
+			}
+			// The events are the GPU's: no driver here, so "host events",
+			// never the CPU that runs the hooks.
+			for _, m := range o.models {
+				if m != "host events" {
+					t.Errorf("device or clock line names %q, want the GPU or \"host events\"", m)
+				}
+			}
+			if len(o.models) < 2 {
+				t.Errorf("device and clock lines %v: want both", o.models)
 			}
 
 			for _, hr := range o.kernelChannelRecords(t, "all", colls, channels) {

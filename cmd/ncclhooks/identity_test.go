@@ -125,7 +125,7 @@ func TestTwoProcessesOfOneJob(t *testing.T) {
 		return n
 	}
 	byRank := reportBy(t, "rank", dirs...)
-	nRank := total(byRank, 4) // 2 communicators x 2 ranks
+	nRank := total(byRank, 2) // a rank is a device's place in both its communicators
 	for _, f := range byRank.Funcs {
 		for _, g := range f.Groups {
 			if g.Slowest && !strings.Contains(g.Label, "rank 1/2") {
@@ -178,12 +178,21 @@ func TestTwoProcessesOfOneJob(t *testing.T) {
 	}
 	names := map[int]string{}
 	slicesPer := map[int]int{}
+	tracks := map[int]map[string]bool{} // pid -> thread names
 	for _, e := range tr.TraceEvents {
 		switch {
 		case e.Ph == "M" && e.Name == "process_name":
 			names[e.Pid] = e.Args["name"].(string)
+		case e.Ph == "M" && e.Name == "thread_name":
+			if tracks[e.Pid] == nil {
+				tracks[e.Pid] = map[string]bool{}
+			}
+			tracks[e.Pid][e.Args["name"].(string)] = true
 		case e.Ph == "X":
 			slicesPer[e.Pid]++
+			if c, ok := e.Args["comm"].(map[string]any); !ok || c["comm_id"] == nil || c["name"] == nil {
+				t.Fatalf("slice %v: no comm_id and name in its args", e)
+			}
 		}
 	}
 	if len(names) != 2 || len(slicesPer) != 2 {
@@ -191,12 +200,54 @@ func TestTwoProcessesOfOneJob(t *testing.T) {
 	}
 	for rank, pid := range pids {
 		found := false
-		for _, n := range names {
-			found = found || strings.Contains(n, fmt.Sprintf("rank %d/2", rank)) && strings.Contains(n, fmt.Sprintf("pid %d ", pid))
+		for p, n := range names {
+			if n != fmt.Sprintf("rank %d/2 (%s pid %d)", rank, hostname(t), pid) {
+				continue
+			}
+			found = true
+			// A track per communicator and channel.
+			for k, id := range commIDs {
+				for ch := range 2 {
+					if want := fmt.Sprintf("comm harness-comm%d %s rank %d, channel %d", k, id, rank, ch); !tracks[p][want] {
+						t.Errorf("rank %d: no track %q among %v", rank, want, tracks[p])
+					}
+				}
+			}
 		}
 		if !found {
-			t.Errorf("no trace process for rank %d (pid %d): %v", rank, pid, names)
+			t.Errorf("no trace process \"rank %d/2 (host pid %d)\": %v", rank, pid, names)
 		}
+	}
+}
+
+// hostname is this host's name, as the plugin writes it.
+func hostname(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// The harness's default run of an aggregate-only profile (issue 34.2): two
+// devices of two communicators each. By rank every aggregate row has its
+// rank (its device's, in both communicators), so the table is there; by comm
+// no row can be split between the device's communicators, and the report
+// says so rather than printing its heading alone.
+func TestReportByOfTheDefaultRun(t *testing.T) {
+	out := t.TempDir()
+	if o, code := cli(t, "run", "../../examples/latency.yaml", "--backend", "cpu", "--out", out, "--items", "300"); code != 0 || !strings.Contains(o, "result: exact") {
+		t.Fatalf("run: exit %d:\n%s", code, o)
+	}
+	o, code := cli(t, "report", "--by", "rank", out)
+	if code != 0 || strings.Contains(o, "left out") || !strings.Contains(o, "rank 0/2 of comms ") || !strings.Contains(o, "rank 1/2 of comms ") ||
+		!strings.Contains(o, "<- slowest") {
+		t.Errorf("report --by rank: exit %d: want both aggregates for ranks 0 and 1, none left out:\n%s", code, o)
+	}
+	o, code = cli(t, "report", "--by", "comm", out)
+	if code != 0 || !strings.Contains(o, "aggregate rows left out: their device has several communicators") {
+		t.Errorf("report --by comm: exit %d: want the rows left out said:\n%s", code, o)
 	}
 }
 

@@ -35,7 +35,10 @@ or a dump directory (searched for *.jsonl); several ranks' files are merged.
 With --by, each function's work items per rank, GPU or communicator instead
 (processes told apart by host and pid, GPUs by UUID from the device lines),
 the group with the largest p50 marked slowest, with the clock slowdowns
-(power cap, thermal, ...) NVML saw on its GPUs.
+(power cap, thermal, ...) NVML saw on its GPUs. By rank also the arrival skew
+of each collective (comm_id, channel, workCounter) across its ranks: latest
+START - earliest, p50/p99/max, and the straggler, the rank the others wait for
+(whose own work items are then the shortest: "slowest" blames the waiting).
 Exit status: 0 done, 2 usage or input error.
 
 `)

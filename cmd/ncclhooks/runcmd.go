@@ -33,6 +33,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 2
 	}
+	if code := applyRankFlags(&cfg, &rf, stderr); code != 0 {
+		return code
+	}
 	cfg.Verify = !rf.noVerify
 	if cfg.EventsDir != "" && !cfg.Verify {
 		fmt.Fprintln(stderr, "ncclhooks run: --events-out needs the event log that --no-verify leaves out")
@@ -46,6 +49,17 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		// As inside a job: a relative dump_dir is relative to the
 		// process's working directory.
 		cfg.OutputDir = prof.Output.DumpDir
+	}
+	worker := cfg.Ranks > 0 && isSet(fs, "rank")
+	if cfg.Ranks > 0 && !worker {
+		if cfg.Backend != "cpu" {
+			fmt.Fprintln(stderr, "ncclhooks run: --ranks without --rank (a job of processes with collectives between them) runs on the cpu backend: pass --backend cpu")
+			return 2
+		}
+		return runRanks(fs, args, cfg, cfg.OutputDir, stdout, stderr)
+	}
+	if worker {
+		cfg.Barrier = os.Getenv(harness.BarrierEnv)
 	}
 	// The plugin reads its knobs when it is loaded, as it does inside NCCL.
 	os.Setenv("NCCL_HOOKS_PROFILE", profPath)
@@ -68,7 +82,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	rc := printRunSummary(stdout, s, prof, p, cfg)
-	if len(earlier) > 0 {
+	if len(earlier) > 0 && cfg.Barrier == "" { // a job's ranks: its parent says it
 		// report, trace and diff merge every output of a directory.
 		fmt.Fprintf(stderr, "ncclhooks run: note: %s also holds %d output(s) of earlier runs, which report, trace and diff of the directory merge with this one; give --out a new directory to keep runs apart\n", cfg.OutputDir, len(earlier))
 	}
@@ -89,6 +103,7 @@ func outputsIn(dir string) []string {
 type runFlags struct {
 	backend, plugin, out string
 	noVerify             bool
+	straggler            int
 }
 
 // runFlagSet defines the run command's flags into cfg and rf.
@@ -108,10 +123,11 @@ func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagS
 	fs.IntVar(&cfg.BytesPerItem, "bytes", 64<<10, "gpu: bytes moved per work item")
 	fs.BoolVar(&cfg.Graph, "graph", false, "gpu: capture the launches in a CUDA graph and replay it")
 	fs.IntVar(&cfg.Replays, "replays", 1, "gpu: launches (or graph replays) per communicator")
-	fs.IntVar(&cfg.Ranks, "ranks", 0, "play one process of a job of this many (one process per GPU, run each with its own --rank): communicators shared across them by name and id")
+	fs.IntVar(&cfg.Ranks, "ranks", 0, "cpu: run a job of this many processes (one device each unless --devices), each a rank of the same communicators, every work item a collective between them; with --rank, play one process of such a job alone")
 	fs.IntVar(&cfg.Rank, "rank", 0, "with --ranks: this process's rank (its devices are ranks rank*devices, ...)")
 	fs.BoolVar(&rf.noVerify, "no-verify", false, "skip the per-event log and record-by-record check (faster, for rates)")
 	fs.StringVar(&cfg.EventsDir, "events-out", "", "write the events the harness emitted into this directory (events-dev<d>-comm<k>.bin, what check --events reads)")
+	rankFlags(fs, cfg, rf)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ncclhooks run PROFILE [flags]")
 		fs.PrintDefaults()

@@ -20,8 +20,10 @@ func runTrace(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, `usage: ncclhooks trace OUTPUT... [-o trace.json]
 
 Writes a Chrome trace event file that the Perfetto UI (https://ui.perfetto.dev)
-and chrome://tracing open: a process per device, a track per channel, a slice
-per work item named after its function, a counter of drops, and a counter
+and chrome://tracing open: a process per input file (a rank: "rank R (host
+pid P)" from its comm lines), a track per communicator and channel, a slice
+per work item named after its function (its communicator's comm_id and name
+in its args), a counter of drops, and a counter
 track per on-device aggregate and device (count, sum, min, max, or a
 histogram's mean, a series per function and channel). Device timestamps
 are placed on the host timeline with each device's clock line:
@@ -68,7 +70,7 @@ Exit status: 0 done, 2 usage or input error.
 	if err := os.Rename(tmp.Name(), *out); err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(stderr, "wrote %s: %d slices on %d tracks of %d device(s), %d drop counter samples, %d aggregate counter tracks (%d samples); %d unpaired START, %d unpaired STOP\n",
+	fmt.Fprintf(stderr, "wrote %s: %d slices on %d tracks of %d process(es), %d drop counter samples, %d aggregate counter tracks (%d samples); %d unpaired START, %d unpaired STOP\n",
 		*out, sum.Slices, sum.Tracks, sum.Processes, sum.Counters, sum.AggTracks, sum.AggCounters, sum.UnpairedStarts, sum.UnpairedStops)
 	if sum.Slices == 0 {
 		fmt.Fprintf(stderr, "no slices: no hook records a work item's START and STOP (timestamp, channelId, workCounter, phase) or its duration; the aggregates are drawn as %d counter tracks instead\n", sum.AggTracks)

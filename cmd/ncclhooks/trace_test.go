@@ -111,8 +111,9 @@ hooks:
 		last[k] = args
 		samples[k]++
 	}
+	// One process of two devices: a counter track per aggregate and device.
 	for dev := 0; dev < 2; dev++ {
-		k := fmt.Sprint(dev, " h events (count)")
+		k := fmt.Sprintf("0 h events (count), device %d", dev)
 		if len(last[k]) != 4 {
 			t.Fatalf("%s: want a series per channel, got %v", k, last[k])
 		}
@@ -121,11 +122,11 @@ hooks:
 				t.Errorf("%s ch %d: last sample %v, want the final count %d", k, ch, v, 2*3000*2)
 			}
 		}
-		if mean := last[fmt.Sprint(dev, " d dur_ns (mean)")]["all"]; mean <= 0 {
+		if mean := last[fmt.Sprintf("0 d dur_ns (mean), device %d", dev)]["all"]; mean <= 0 {
 			t.Errorf("device %d: histogram mean %v", dev, mean)
 		}
 	}
-	if samples["0 h events (count)"] < 2 {
-		t.Errorf("want the aggregate over time (a sample per dump), got %d samples", samples["0 h events (count)"])
+	if samples["0 h events (count), device 0"] < 2 {
+		t.Errorf("want the aggregate over time (a sample per dump), got %d samples", samples["0 h events (count), device 0"])
 	}
 }

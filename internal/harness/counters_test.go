@@ -13,7 +13,7 @@ func TestCPUCountersStartAtOne(t *testing.T) {
 		{Comm: &Comm{Device: 1}, index: 0},
 	}
 	cfg := Config{Channels: 3, Items: 7, Batch: 2, WorkFloats: 1, FuncIDs: []uint32{0}, Verify: true}
-	logs, emitted, _, err := emitCPU(comms, cfg, counterStride)
+	logs, emitted, _, err := emitCPU(comms, cfg, counterStride, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,17 @@
 // thread per channel, like thread 0 of each block of an NCCL kernel.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include "harness.h"
 
 // Any version's struct, read through v7's layout (v5 and v6 are its
@@ -120,6 +124,32 @@ static uint64_t nowNs(void) {
 
 static pthread_barrier_t startLine;
 
+// How long a rank waits at a collective for the others before it gives up.
+#define BARRIER_TIMEOUT_NS (120ull * 1000000000ull)
+
+// arrive counts one START of the collective; the one that completes the
+// batch (every rank's STARTs of it) wakes the ranks waiting for it. futex
+// without FUTEX_PRIVATE_FLAG: the word lies in memory the processes share.
+static void arrive(hh_channel_t* c, uint32_t target) {
+  uint32_t v = __atomic_add_fetch(c->arrive, 1, __ATOMIC_SEQ_CST);
+  if (v == target) syscall(SYS_futex, c->arrive, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+// awaitAll waits until every rank has started the batch; 0 if one never did.
+static int awaitAll(hh_channel_t* c, uint32_t target) {
+  uint64_t deadline = 0;
+  for (;;) {
+    uint32_t v = __atomic_load_n(c->arrive, __ATOMIC_SEQ_CST);
+    if (v >= target) return 1;
+    struct timespec now, tick = {0, 100 * 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    uint64_t t = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+    if (!deadline) deadline = t + BARRIER_TIMEOUT_NS;
+    if (t > deadline) return 0;
+    syscall(SYS_futex, c->arrive, FUTEX_WAIT, v, &tick, NULL, 0);
+  }
+}
+
 static void* runChannel(void* arg) {
   hh_channel_t* c = (hh_channel_t*)arg;
   // Page-aligned, so that where it lies in a page is the same in every
@@ -148,6 +178,12 @@ static void* runChannel(void* arg) {
     int n = c->items - done < c->batch ? c->items - done : c->batch;
     ncclProfilerDevEvent_t ev[64];
     uint64_t firstStop = 0; // set by the planted slowdown
+    uint32_t target = (uint32_t)(c->nranks * (done + n)); // every rank's STARTs up to this batch's last
+    if (c->delayNs) { // a straggler: late at every collective, whatever the others do
+      struct timespec d = {(time_t)(c->delayNs / 1000000000ull), (long)(c->delayNs % 1000000000ull)};
+      while (nanosleep(&d, &d) != 0) {
+      }
+    }
     for (int phase = NCCLHOOKS_PHASE_START; phase <= NCCLHOOKS_PHASE_STOP; phase++) {
       for (int i = 0; i < n; i++) {
         ncclProfilerDevEvent_t* e = &ev[i];
@@ -161,6 +197,7 @@ static void* runChannel(void* arg) {
         e->timestamp = phase == NCCLHOOKS_PHASE_STOP && i == 0 && firstStop ? firstStop : nowNs();
         if (c->hook) ((ncclProfilerDevHook_t)c->hook)(e, c->ctx);
         if (c->log) c->log[logged++] = *e;
+        if (phase == NCCLHOOKS_PHASE_START && c->arrive) arrive(c, target);
       }
       if (phase == NCCLHOOKS_PHASE_START) { // the work the STOPs time
         for (int i = 0; i < n; i++) {
@@ -184,6 +221,16 @@ static void* runChannel(void* arg) {
           do now = nowNs();
           while (now < until);
           firstStop = now;
+        }
+        // The STOPs come after the last rank's START: a ring's work cannot
+        // finish before every rank has joined it.
+        // The wait stamps the STOPs afresh (not the planted slowdown's).
+        if (c->arrive) {
+          if (!awaitAll(c, target)) { // a rank never came: finish alone, the run fails
+            c->timedOut = 1;
+            c->arrive = NULL;
+          }
+          firstStop = 0;
         }
       }
     }

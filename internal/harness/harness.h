@@ -31,6 +31,14 @@ typedef struct {
   int funcOffset;
   ncclProfilerDevEvent_t* log; // 2*items events, or NULL
   double sink;     // result of the work, so it is not optimised away
+  // A collective between ranks (ncclhooks run --ranks): arrive counts this
+  // (communicator, channel)'s STARTs over every rank, in memory the ranks'
+  // processes share; a batch's STOPs wait until all nranks have started its
+  // items, as a ring's work waits for its last rank. NULL: no barrier.
+  uint32_t* arrive;
+  int nranks;
+  uint64_t delayNs; // this rank arrives late: sleeps this long before each batch's STARTs
+  int timedOut;     // set when a barrier wait gave up (a rank never came)
 } hh_channel_t;
 
 // hh_run_channels runs one thread per channel descriptor, all released at once.

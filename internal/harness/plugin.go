@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ncclhooks/ncclhooks/internal/abi"
@@ -144,6 +145,9 @@ type cpuChannel struct {
 	FuncIDs     []uint32
 	FuncOffset  int
 	Log         bool
+	Arrive      unsafe.Pointer // the barrier's count of this (communicator, channel); nil: none
+	NRanks      int            // ranks that arrive at each collective
+	Delay       time.Duration  // a straggler's lateness at each batch
 }
 
 // runCPUChannels runs one OS thread per channel, released together, and
@@ -177,6 +181,9 @@ func runCPUChannels(chs []cpuChannel) ([][]Event, error) {
 		c.funcIds = ids
 		c.nFuncIds = C.int(len(ch.FuncIDs))
 		c.funcOffset = C.int(ch.FuncOffset)
+		c.arrive = (*C.uint32_t)(ch.Arrive)
+		c.nranks = C.int(ch.NRanks)
+		c.delayNs = C.uint64_t(ch.Delay.Nanoseconds())
 		if ch.Log {
 			l := C.calloc(C.size_t(2*ch.Items), C.sizeof_ncclProfilerDevEvent_t)
 			if l == nil {
@@ -188,6 +195,11 @@ func runCPUChannels(chs []cpuChannel) ([][]Event, error) {
 	}
 	if rc := C.hh_run_channels(&cs[0], C.int(n)); rc != 0 {
 		return nil, fmt.Errorf("harness: running channels failed (%d): batch must be 1..64", rc)
+	}
+	for i := range chs {
+		if cs[i].timedOut != 0 {
+			return nil, fmt.Errorf("harness: communicator %d channel %d: a rank did not start a collective within 2 minutes: did one of the job's processes fail?", chs[i].Comm, chs[i].Channel)
+		}
 	}
 	logs := make([][]Event, n)
 	for i := range chs {

@@ -34,6 +34,15 @@ type Config struct {
 	// communicators every process shares (same name and commId). 0: a
 	// process of its own, each device's communicators its own.
 	Rank, Ranks int
+	// Barrier is the barrier file the job's ranks share (CreateBarrier):
+	// each work item is then a collective between them, whose STOP on
+	// every rank comes after the last rank's START. "": none.
+	Barrier string
+	// A planted straggler (cpu): rank Straggler (in the communicators, 0 to
+	// Ranks*Devices-1) starts each batch of its collectives StragglerDelay
+	// late. 0: none.
+	Straggler      int
+	StragglerDelay time.Duration
 }
 
 // Defaults fills zero fields.
@@ -65,6 +74,8 @@ func (c *Config) Defaults() {
 type comm struct {
 	*Comm
 	index     int // among the communicators of its device
+	rank      int // this device's rank in it, of nranks
+	nranks    int
 	id        uint64
 	hook, ctx uintptr // what getDeviceHook gave this communicator
 }
@@ -82,6 +93,17 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	}
 	if cfg.Slowdown > 1 && cfg.Backend != "cpu" {
 		return nil, fmt.Errorf("harness: a planted slowdown exists on the cpu backend only")
+	}
+	if err := checkRanks(cfg); err != nil {
+		return nil, err
+	}
+	var bar *barrier
+	if cfg.Barrier != "" {
+		var err error
+		if bar, err = openBarrier(cfg.Barrier, cfg); err != nil {
+			return nil, err
+		}
+		defer bar.close()
 	}
 	start := time.Now()
 	var comms []*comm
@@ -101,7 +123,7 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 			if err != nil {
 				return nil, err
 			}
-			comms = append(comms, &comm{Comm: c, index: k, id: h.Sum64(), hook: hook, ctx: ctx})
+			comms = append(comms, &comm{Comm: c, index: k, rank: rank, nranks: nranks, id: h.Sum64(), hook: hook, ctx: ctx})
 		}
 	}
 	var (
@@ -112,7 +134,7 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	)
 	switch cfg.Backend {
 	case "cpu":
-		logs, emitted, elapsed, err = emitCPU(comms, cfg, CounterStride(prof))
+		logs, emitted, elapsed, err = emitCPU(comms, cfg, CounterStride(prof), bar)
 	case "gpu":
 		logs, emitted, elapsed, err = emitGPU(comms, cfg.Devices, cfg, CounterStride(prof))
 	default:
@@ -176,10 +198,14 @@ func firstCounter(k int, stride uint64) uint64 {
 
 // emitCPU runs every channel of every communicator as its own thread, all
 // at once, so communicators on one device race on the same channel ids.
-func emitCPU(comms []*comm, cfg Config, stride uint64) (map[int][]Event, map[int]uint64, time.Duration, error) {
+func emitCPU(comms []*comm, cfg Config, stride uint64, bar *barrier) (map[int][]Event, map[int]uint64, time.Duration, error) {
 	var chs []cpuChannel
 	var devOf []int
 	for _, c := range comms {
+		var delay time.Duration
+		if cfg.StragglerDelay > 0 && c.rank == cfg.Straggler {
+			delay = cfg.StragglerDelay
+		}
 		for ch := 0; ch < cfg.Channels; ch++ {
 			chs = append(chs, cpuChannel{
 				Hook: c.hook, Ctx: c.ctx, Comm: c.index,
@@ -192,6 +218,9 @@ func emitCPU(comms []*comm, cfg Config, stride uint64) (map[int][]Event, map[int
 				FuncIDs:     cfg.FuncIDs,
 				FuncOffset:  c.index*7 + ch,
 				Log:         cfg.Verify,
+				Arrive:      bar.counter(cfg, c.index, ch),
+				NRanks:      c.nranks,
+				Delay:       delay,
 			})
 			devOf = append(devOf, c.Device)
 		}

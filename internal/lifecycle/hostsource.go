@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ncclhooks/ncclhooks/internal/backend"
 	"github.com/ncclhooks/ncclhooks/internal/backend/cpu"
 	"github.com/ncclhooks/ncclhooks/internal/config"
+	"github.com/ncclhooks/ncclhooks/internal/cuda"
 )
 
 // HostHook is what the plugin's C side feeds a communicator's host events
@@ -46,7 +48,7 @@ func (s *Session) chooseSource() {
 		s.disableLocked(fmt.Sprintf("%s: host-event source: compiling the hooks for the host (NCCL_HOOKS_CC): %v", nccl, err))
 		return
 	}
-	s.compiled = c
+	s.compiled = hostCompiled{c}
 	s.knobs.Backend = "host"
 	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: the hooks run on NCCL's host events (kernel channels with their GPU timers; NCCL_HOOKS_SOURCE=%s), compiled in %v: %s",
 		nccl, s.knobs.Source, time.Since(start).Round(time.Microsecond), c.Info()))
@@ -97,4 +99,43 @@ func (s *Session) HostHook(id uint64, ord int) (hh HostHook, host bool) {
 		return HostHook{}, true
 	}
 	return HostHook{Entry: d.Entry(), Ctx: ctx}, true
+}
+
+// hostCompiled loads the host-compiled hooks as the devices whose events
+// they are fed: the hooks run on the host, but the events (and their
+// timestamps, the GPU's timer) are the GPU's, so the device and clock lines
+// must name the GPU, not the CPU the cpu backend would name.
+type hostCompiled struct{ backend.Compiled }
+
+func (c hostCompiled) Load(ord int) (backend.Device, error) {
+	d, err := c.Compiled.Load(ord)
+	if err != nil {
+		return nil, err
+	}
+	return hostEventDevice{d, gpuIdentity(ord)}, nil
+}
+
+// hostEventDevice is a cpu device fed a GPU's host events.
+type hostEventDevice struct {
+	backend.Device
+	id backend.Identity
+}
+
+func (d hostEventDevice) Identity() backend.Identity { return d.id }
+func (d hostEventDevice) Model() string              { return d.id.Name }
+
+// gpuIdentity names CUDA device ord from the driver; without a usable
+// driver (a test's stand-in for NCCL), "host events" and no UUID.
+func gpuIdentity(ord int) backend.Identity {
+	unknown := backend.Identity{Name: "host events"}
+	lib, err := cuda.Open()
+	if err != nil {
+		return unknown
+	}
+	dev, err := lib.Device(ord)
+	if err != nil {
+		return unknown
+	}
+	defer dev.Close() // releases only this retain of the primary context NCCL holds
+	return backend.Identity{Name: dev.Name, UUID: dev.UUID, PCIBusID: dev.PCIBusID}
 }

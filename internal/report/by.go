@@ -18,7 +18,7 @@ import (
 type By string
 
 const (
-	ByRank   By = "rank"   // the rank in its communicator (comm line), in whichever process
+	ByRank   By = "rank"   // a device's ranks in its communicators (comm lines), in whichever process
 	ByDevice By = "device" // the GPU, by UUID (host, pid and ordinal without one)
 	ByComm   By = "comm"   // the communicator, all its ranks together
 )
@@ -39,18 +39,25 @@ type ByReport struct {
 	Files   int      `json:"files"`
 	Profile string   `json:"profile"`
 	Funcs   []ByFunc `json:"functions"`
-	// Aggregates are the on-device aggregates per group: an aggregate is
-	// per device, so by rank or comm only one keyed by comm, or of a device
-	// with one communicator, can be attributed.
+	// Aggregates are the on-device aggregates per group. An aggregate is
+	// per device, and a rank is a device's place in its communicators, so
+	// by rank every row with a comm line for its device is attributed; by
+	// comm only rows keyed by comm, or of a device with one communicator.
 	Aggregates []ByAgg `json:"aggregates,omitempty"`
-	// UnattributedAggs counts aggregate rows left out by rank and comm: of
-	// devices with several communicators, not keyed by comm (or in its
-	// overflow key).
+	// UnattributedAggs counts aggregate rows left out: by rank, of devices
+	// without a comm line; by comm, also of devices with several
+	// communicators, not keyed by comm (or in its overflow key).
 	UnattributedAggs int `json:"unattributed_aggregate_rows,omitempty"`
-	// Unattributed counts work items no group could be named for: by rank
-	// or comm, items of a device several communicators share whose hook
-	// does not record the comm field.
+	// Unattributed counts work items no group could be named for: by rank,
+	// of devices without a comm line; by comm, also items of a device
+	// several communicators share whose hook does not record comm.
 	Unattributed uint64 `json:"unattributed_items,omitempty"`
+	// CrossRank is, by rank, the arrival skew of each communicator's
+	// collectives across its ranks and the rank the others waited for;
+	// CrossRankNote says why there is none where the inputs hold several
+	// ranks of a communicator (aggregates only, say).
+	CrossRank     []CrossRank `json:"cross_rank,omitempty"`
+	CrossRankNote string      `json:"cross_rank_note,omitempty"`
 }
 
 // ByFunc is one function of a hook, per group.
@@ -131,8 +138,9 @@ type byRaw struct {
 // ByCollector gathers work-item durations by file, device and communicator;
 // Report groups them once the whole run is read.
 type ByCollector struct {
-	by  By
-	raw map[byRaw][]uint64
+	by       By
+	raw      map[byRaw][]uint64
+	arrivals []arrival // by rank: each work item's START, for the cross-rank skew
 }
 
 // NewByCollector returns an empty collector for grouping by.
@@ -142,6 +150,9 @@ func NewByCollector(by By) *ByCollector { return &ByCollector{by: by, raw: map[b
 func (c *ByCollector) Add(w *WorkItem) {
 	k := byRaw{w.File, w.Device, w.Comm, w.Hook, w.FuncLabel()}
 	c.raw[k] = append(c.raw[k], w.Duration)
+	if c.by == ByRank {
+		c.addArrival(w)
+	}
 }
 
 // LoadBy reads the inputs and groups their work items by.
@@ -157,18 +168,17 @@ func LoadBy(inputs []string, opts Options, by By) (*ByReport, error) {
 // group names the group of a file's device and comm index; ok false when
 // the outputs do not say.
 func (c *ByCollector) group(run *Run, file, device, comm int) (key, label string, ok bool) {
-	if c.by == ByDevice {
+	switch c.by {
+	case ByDevice:
 		return run.DeviceKey(file, device), run.DeviceLabel(file, device), true
+	case ByRank:
+		return run.RankKey(file, device)
 	}
 	cm, ok := run.Comm(file, device, comm)
 	if !ok {
 		return "", "", false
 	}
-	if c.by == ByComm {
-		return cm.CommID, fmt.Sprintf("comm %s %q (%d ranks)", cm.CommID, cm.Name, cm.NRanks), true
-	}
-	return fmt.Sprintf("%s rank %d", cm.CommID, cm.Rank),
-		fmt.Sprintf("rank %d/%d of comm %s (%s)", cm.Rank, cm.NRanks, cm.CommID, run.DeviceLabel(file, device)), true
+	return cm.CommID, fmt.Sprintf("comm %s %q (%d ranks)", cm.CommID, cm.Name, cm.NRanks), true
 }
 
 // Report groups the collected items.
@@ -211,7 +221,7 @@ func (c *ByCollector) Report(run *Run) *ByReport {
 			slices.Sort(a.slowdown)
 			bf.Groups = append(bf.Groups, ByGroup{Key: key, Label: a.label, Dist: NewDist(a.ds), Slowdown: a.slowdown})
 		}
-		slices.SortFunc(bf.Groups, func(x, y ByGroup) int { return compareKeys(x.Key, y.Key) })
+		slices.SortFunc(bf.Groups, func(x, y ByGroup) int { return compareGroups(x.Key, y.Key) })
 		if len(bf.Groups) >= 2 {
 			slow := 0
 			p50s := make([]float64, len(bf.Groups))
@@ -231,6 +241,10 @@ func (c *ByCollector) Report(run *Run) *ByReport {
 	}
 	slices.SortFunc(rep.Funcs, func(x, y ByFunc) int { return cmp.Or(cmp.Compare(x.Hook, y.Hook), cmp.Compare(x.Func, y.Func)) })
 	c.aggregates(run, rep)
+	if c.by == ByRank {
+		rep.CrossRank = c.crossRanks(run)
+		rep.CrossRankNote = crossRankNote(run, rep.CrossRank, len(c.arrivals))
+	}
 	return rep
 }
 
@@ -285,7 +299,7 @@ func (c *ByCollector) aggregates(run *Run, rep *ByReport) {
 			slices.Sort(g.Slowdown)
 			ba.Groups = append(ba.Groups, *g)
 		}
-		slices.SortFunc(ba.Groups, func(x, y ByAggGroup) int { return compareKeys(x.Key, y.Key) })
+		slices.SortFunc(ba.Groups, func(x, y ByAggGroup) int { return compareGroups(x.Key, y.Key) })
 		if _, ok := ba.Groups[0].metric(ba.Kind); ok && len(ba.Groups) >= 2 {
 			slow := 0
 			vals := make([]float64, len(ba.Groups))
@@ -321,7 +335,21 @@ func (r *ByReport) Write(w io.Writer, f Format) error {
 		fmt.Fprintf(&b, "profile %s, %d file(s), by %s\n", r.Profile, r.Files, r.By)
 	}
 	if r.Unattributed > 0 {
-		fmt.Fprintf(&b, "%d work items left out: the outputs do not name their communicator (no comm line, or several communicators on their device and a hook that does not record the comm field)\n", r.Unattributed)
+		fmt.Fprintf(&b, "%d work items left out: the outputs do not name their %s (no comm line, or several communicators on their device and a hook that does not record the comm field)\n", r.Unattributed, r.By)
+	}
+	if r.UnattributedAggs > 0 {
+		// Said whatever is left: with every row left out there is no table.
+		fmt.Fprintf(&b, "%d aggregate rows left out: %s\n", r.UnattributedAggs, r.unattributedAggsWhy())
+	}
+	if len(r.Funcs) == 0 && len(r.Aggregates) == 0 {
+		fmt.Fprintf(&b, "nothing to show by %s\n", r.By)
+	}
+	for _, cr := range r.CrossRank {
+		if s := cr.All.Straggler; s != nil && s.StandsOut {
+			// Before the tables whose "slowest" points elsewhere.
+			fmt.Fprintf(&b, "straggler: rank %d of comm %s (hook %s), the rank the others wait for: \"slowest\" below is by p50 duration, which marks the waiting ranks (cross-rank arrival, at the end)\n",
+				s.Rank, cr.CommID, cr.Hook)
+		}
 	}
 	b.WriteString("\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
@@ -330,7 +358,18 @@ func (r *ByReport) Write(w io.Writer, f Format) error {
 	if err := r.writeItems(w, f); err != nil {
 		return err
 	}
-	return r.writeAggregates(w, f)
+	if err := r.writeAggregates(w, f); err != nil {
+		return err
+	}
+	return r.writeCrossRanks(w, f)
+}
+
+// unattributedAggsWhy says why aggregate rows have no group.
+func (r *ByReport) unattributedAggsWhy() string {
+	if r.By == ByComm {
+		return "their device has several communicators and the aggregate is not keyed by comm (add comm to its by), or the outputs have no comm line for it"
+	}
+	return "their device has no comm line"
 }
 
 // writeItems writes the work items' table (none for aggregate-only profiles).
@@ -367,9 +406,6 @@ func (r *ByReport) writeAggregates(w io.Writer, f Format) error {
 	}
 	if _, err := io.WriteString(w, "aggregates (values in the aggregate's units; histogram quantiles are bucket bounds):\n"); err != nil {
 		return err
-	}
-	if r.UnattributedAggs > 0 {
-		fmt.Fprintf(w, "%d aggregate rows left out: their device has several communicators and the aggregate is not keyed by comm (add comm to its by)\n", r.UnattributedAggs)
 	}
 	ag := grid{header: []string{"hook", "aggregate", "func", "channel", string(r.By), "count", "mean", "p50 le", "p99 le", "max", "slowest", "throttled"}}
 	dash := func(s string) string {

@@ -135,24 +135,65 @@ func TestReportByAggregates(t *testing.T) {
 			}
 		}
 	}
+	// By rank a device is its ranks, whatever communicators its aggregates
+	// add up: c (rank 0 of both its communicators) is a group of its own.
 	byRank, err := report.LoadBy([]string{dir}, report.Options{}, report.ByRank)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if byRank.UnattributedAggs != 2 || len(byRank.Aggregates) != 3 || len(byRank.Aggregates[0].Groups) != 2 {
-		t.Fatalf("by rank: %d unattributed rows, %+v: want c's two left out and ranks 0 and 1", byRank.UnattributedAggs, byRank.Aggregates)
+	if byRank.UnattributedAggs != 0 || len(byRank.Aggregates) != 3 {
+		t.Fatalf("by rank: %d unattributed rows, %+v: want none left out", byRank.UnattributedAggs, byRank.Aggregates)
 	}
 	for _, a := range byRank.Aggregates {
-		if a.Name != "per_comm" {
-			continue
+		var keys []string
+		for _, g := range a.Groups {
+			keys = append(keys, g.Key)
 		}
-		if len(a.Groups) != 2 || a.Groups[0].Key != "0xc0 rank 0" || a.Groups[0].Stat.Count != 4 || a.Groups[1].Key != "0xc1 rank 0" || a.Groups[1].Stat.Count != 6 {
-			t.Errorf("per_comm by rank: %+v: want each communicator of c's device its own row", a.Groups)
+		want := []string{"0xc0 rank 0", "0xc0,0xc1 rank 0", "0xc0 rank 1"}
+		if a.Name == "per_comm" {
+			want = want[1:2]
+		}
+		if !slices.Equal(keys, want) {
+			t.Errorf("%s by rank: groups %v, want %v", a.Name, keys, want)
+		}
+		if a.Name == "per_comm" && a.Groups[0].Stat.Count != 10 {
+			t.Errorf("per_comm by rank: %+v: want c's 10", a.Groups)
 		}
 	}
 	var out strings.Builder
-	if err := byRank.Write(&out, report.Table); err != nil || !strings.Contains(out.String(), "2 aggregate rows left out") ||
-		!strings.Contains(out.String(), "<- slowest (1.50x the median)") {
+	if err := byRank.Write(&out, report.Table); err != nil || strings.Contains(out.String(), "left out") ||
+		!strings.Contains(out.String(), "<- slowest (1.50x the median)") || !strings.Contains(out.String(), "rank 0/2 of comms 0xc0,0xc1") {
 		t.Errorf("table: %v\n%s", err, out.String())
+	}
+
+	// By comm an aggregate not keyed by comm is left out on c's device; one
+	// keyed by comm gives each communicator its rows.
+	byComm, err := report.LoadBy([]string{dir}, report.Options{}, report.ByComm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byComm.UnattributedAggs != 2 {
+		t.Errorf("by comm: %d unattributed rows, want c's two", byComm.UnattributedAggs)
+	}
+	for _, a := range byComm.Aggregates {
+		if a.Name != "per_comm" {
+			continue
+		}
+		if len(a.Groups) != 2 || a.Groups[0].Key != "0xc0" || a.Groups[0].Stat.Count != 4 || a.Groups[1].Key != "0xc1" || a.Groups[1].Stat.Count != 6 {
+			t.Errorf("per_comm by comm: %+v: want each communicator of c's device its own row", a.Groups)
+		}
+	}
+	out.Reset()
+	if err := byComm.Write(&out, report.Table); err != nil || !strings.Contains(out.String(), "2 aggregate rows left out") {
+		t.Errorf("table: %v\n%s", err, out.String())
+	}
+
+	// The note stands when every row is left out: no table to hang it on.
+	only := t.TempDir()
+	writeLines(t, filepath.Join(only, "c.jsonl"), append([]string{header(3), dev("GPU-c", 0), comm(0, 0), comm(1, 0)}, agg(10, 2000, 200)...)...)
+	byComm, err = report.LoadBy([]string{only}, report.Options{}, report.ByComm)
+	out.Reset()
+	if err != nil || byComm.Write(&out, report.Table) != nil || !strings.Contains(out.String(), "2 aggregate rows left out") {
+		t.Errorf("by comm, every row left out: %v\n%s", err, out.String())
 	}
 }

@@ -4,7 +4,11 @@ package report
 // communicator, from the header, device and comm lines.
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
@@ -69,4 +73,71 @@ func (r *Run) Comm(file, device, comm int) (c schema.Comm, ok bool) {
 		}
 	}
 	return c, n == 1
+}
+
+// DeviceComms are the comm lines of a file's device, by comm_id.
+func (r *Run) DeviceComms(file, device int) []schema.Comm {
+	var cs []schema.Comm
+	for k, c := range r.Files[file].Comms {
+		if k[0] == device {
+			cs = append(cs, c)
+		}
+	}
+	slices.SortFunc(cs, func(a, b schema.Comm) int {
+		return cmp.Or(cmp.Compare(a.CommID, b.CommID), cmp.Compare(a.Comm, b.Comm))
+	})
+	return cs
+}
+
+// RankKey names a file's device by its ranks: "0xab rank 2", or with
+// several communicators "0xab,0xcd rank 2" (the same rank in each) or
+// "0xab rank 2,0xcd rank 0". A rank is a device's place in its
+// communicators, not one communicator's: the device's aggregates, which all
+// its communicators add up, then belong to it too. ok is false when the
+// device has no comm line.
+func (r *Run) RankKey(file, device int) (key, label string, ok bool) {
+	cs := r.DeviceComms(file, device)
+	if len(cs) == 0 {
+		return "", "", false
+	}
+	var ids, each, eachLabel []string
+	same := true
+	for _, c := range cs {
+		ids = append(ids, c.CommID)
+		each = append(each, fmt.Sprintf("%s rank %d", c.CommID, c.Rank))
+		eachLabel = append(eachLabel, fmt.Sprintf("rank %d/%d of %s", c.Rank, c.NRanks, c.CommID))
+		same = same && c.Rank == cs[0].Rank && c.NRanks == cs[0].NRanks
+	}
+	where := r.DeviceLabel(file, device)
+	if same {
+		word := "comm"
+		if len(cs) > 1 {
+			word = "comms"
+		}
+		return fmt.Sprintf("%s rank %d", strings.Join(ids, ","), cs[0].Rank),
+			fmt.Sprintf("rank %d/%d of %s %s (%s)", cs[0].Rank, cs[0].NRanks, word, strings.Join(ids, ","), where), true
+	}
+	return strings.Join(each, ","), strings.Join(eachLabel, ", ") + " (" + where + ")", true
+}
+
+// compareGroups orders group keys: rank keys by their (first) rank, then
+// as compareKeys does.
+func compareGroups(a, b string) int {
+	ra, okA := keyRank(a)
+	rb, okB := keyRank(b)
+	if okA && okB && ra != rb {
+		return cmp.Compare(ra, rb)
+	}
+	return compareKeys(a, b)
+}
+
+// keyRank is the first rank a RankKey names.
+func keyRank(key string) (int, bool) {
+	_, rest, ok := strings.Cut(key, " rank ")
+	if !ok {
+		return 0, false
+	}
+	rest, _, _ = strings.Cut(rest, ",")
+	n, err := strconv.Atoi(rest)
+	return n, err == nil
 }

@@ -1,10 +1,12 @@
 // Package trace turns ncclhooks JSON lines outputs into a Chrome trace event
 // format file (JSON) that the Perfetto UI and chrome://tracing open: a process
-// per device of each process (GPU by UUID, rank, host and pid in its name:
-// every process of a job sees its GPU as device 0), a track per channel, a complete slice per work item (START and
-// STOP paired, or a STOP with its recorded duration) named after the NCCL
-// function, a counter track of drops from the dump_stats lines, and a
-// counter track per on-device aggregate, drawn from its snapshots.
+// per input file, that is per process of the job, named by its rank (from
+// the comm lines), host and pid (every process of a job sees its GPU as
+// device 0); in it a track per (communicator, channel), a complete slice per
+// work item (START and STOP paired, or a STOP with its recorded duration)
+// named after the NCCL function with its communicator in its args, a
+// counter track of drops from the dump_stats lines, and a counter track per
+// on-device aggregate, drawn from its snapshots.
 //
 // Device timestamps are placed on the host timeline with the clock line of
 // their file and device: host_ns = ts - device_ns + host_unix_ns. The trace's
@@ -38,8 +40,8 @@ type Summary struct {
 	Counters       int // drop counter samples
 	AggCounters    int // aggregate counter samples (one per aggregate line)
 	AggTracks      int // aggregate counter tracks: one per aggregate and device
-	Processes      int // devices (per process)
-	Tracks         int // channel tracks, extra lanes included
+	Processes      int // processes (files)
+	Tracks         int // (communicator, channel) tracks, extra lanes included
 	UnpairedStarts uint64
 	UnpairedStops  uint64
 	// NoClock lists "host/device" pairs without a clock line: their slices
@@ -61,6 +63,7 @@ type Event struct {
 
 type slice struct {
 	pid, track   int
+	comm         int   // the communicator's index on the device; -1: not known
 	start, stop  int64 // host ns
 	hook, fn     string
 	funcID       int64
@@ -69,10 +72,11 @@ type slice struct {
 	device, file int
 }
 
-// trackKey is one channel of one hook of one device; lanes split it when
-// work items overlap (several communicators on the same channel id).
+// trackKey is one channel of one communicator of one hook of one device;
+// lanes split it when work items overlap (several communicators on the same
+// channel id whose records do not say which).
 type trackKey struct {
-	pid, hook, channel int
+	pid, hook, device, comm, channel int
 }
 
 // Write reads the inputs and writes their trace to w.
@@ -97,8 +101,7 @@ func Write(w io.Writer, inputs []string, opts report.Options) (*Summary, error) 
 type builder struct {
 	run       *report.Run
 	hostIdx   map[string]int  // host -> index in sorted order
-	pids      map[procKey]int // (process, device) -> pid
-	procIdx   map[procKey]int // process (device -1) -> its index on its host
+	pids      map[procKey]int // process -> pid
 	hostProcs map[string]int  // processes seen per host
 	procs     map[int]string  // pid -> name
 	hookIdx   map[string]int
@@ -108,7 +111,7 @@ type builder struct {
 }
 
 func newBuilder(run *report.Run) *builder {
-	b := &builder{run: run, hostIdx: map[string]int{}, pids: map[procKey]int{}, procIdx: map[procKey]int{}, hostProcs: map[string]int{}, procs: map[int]string{}, hookIdx: map[string]int{}, noClock: map[string]bool{}}
+	b := &builder{run: run, hostIdx: map[string]int{}, pids: map[procKey]int{}, hostProcs: map[string]int{}, procs: map[int]string{}, hookIdx: map[string]int{}, noClock: map[string]bool{}}
 	// pid = device on the first host; later hosts get 1000*host index + device.
 	var hosts []string
 	for _, f := range run.Files {
@@ -130,54 +133,79 @@ func newBuilder(run *report.Run) *builder {
 	return b
 }
 
-// procKey is one device of one process: a run of a process is one file,
-// named by host, pid and start time.
+// procKey is one process: a run of a process is one file, named by host,
+// pid and start time.
 type procKey struct {
-	host   string
-	pid    int
-	start  int64
-	device int
+	host  string
+	pid   int
+	start int64
 }
 
-// pid is the trace process of a file's device, one for every device of
-// every process: 100000*host index + 100*the process's index on its host
-// (in the order read) + device.
-func (b *builder) pid(file, device int) int {
+// pid is the trace process of a file: 100000*host index + 100*the
+// process's index on its host (in the order read).
+func (b *builder) pid(file int) int {
 	h := b.run.Files[file].Header
-	k := procKey{h.Host, h.PID, h.StartUnixNs, device}
+	k := procKey{h.Host, h.PID, h.StartUnixNs}
 	if p, ok := b.pids[k]; ok {
 		return p
 	}
-	proc := procKey{h.Host, h.PID, h.StartUnixNs, -1}
-	idx, ok := b.procIdx[proc]
-	if !ok {
-		idx = b.hostProcs[h.Host]
-		b.hostProcs[h.Host]++
-		b.procIdx[proc] = idx
-	}
-	p := 100000*b.hostIdx[h.Host] + 100*idx + device
+	idx := b.hostProcs[h.Host]
+	b.hostProcs[h.Host]++
+	p := 100000*b.hostIdx[h.Host] + 100*idx
 	b.pids[k] = p
-	b.procs[p] = b.procName(file, device)
+	b.procs[p] = b.procName(file)
 	return p
 }
 
-// procName names a trace process: the GPU (UUID and name, or the ordinal),
-// the ranks of its communicators, the host and the pid.
-func (b *builder) procName(file, device int) string {
+// procName names a trace process by its ranks: "rank 2/4 (host pid 7)",
+// with its GPU where it has one with a UUID; without comm lines "host pid 7".
+func (b *builder) procName(file int) string {
 	f := b.run.Files[file]
 	var ranks []string
+	devs := map[int]bool{}
 	for k, c := range f.Comms {
-		if k[0] == device {
-			ranks = append(ranks, fmt.Sprintf("rank %d/%d", c.Rank, c.NRanks))
+		ranks = append(ranks, fmt.Sprintf("%d/%d", c.Rank, c.NRanks))
+		devs[k[0]] = true
+	}
+	slices.SortFunc(ranks, func(x, y string) int { return cmp.Compare(rankOf(x), rankOf(y)) })
+	ranks = slices.Compact(ranks)
+	where := b.run.Process(file)
+	for d := range devs {
+		if info := f.Devices[d]; len(devs) == 1 && info != nil && info.UUID != "" {
+			where += "; " + info.UUID + " " + info.Name
 		}
 	}
-	slices.Sort(ranks)
-	ranks = slices.Compact(ranks)
-	name := b.run.DeviceLabel(file, device)
-	if len(ranks) > 0 {
-		name = strings.Join(ranks, ", ") + " " + name
+	switch len(ranks) {
+	case 0:
+		return where
+	case 1:
+		return "rank " + ranks[0] + " (" + where + ")"
 	}
-	return name
+	return "ranks " + strings.Join(ranks, ", ") + " (" + where + ")"
+}
+
+// rankOf is the rank of "r/n".
+func rankOf(s string) int {
+	r, _, _ := strings.Cut(s, "/")
+	n, _ := strconv.Atoi(r)
+	return n
+}
+
+// multiDevice says whether a file's process has several devices: its
+// tracks and counters then name the device.
+func (b *builder) multiDevice(file int) bool {
+	f := b.run.Files[file]
+	devs := map[int]bool{}
+	for d := range f.Clocks {
+		devs[d] = true
+	}
+	for d := range f.Devices {
+		devs[d] = true
+	}
+	for k := range f.Comms {
+		devs[k[0]] = true
+	}
+	return len(devs) > 1
 }
 
 // hostNs places a device timestamp of a file's device on the host timeline.
@@ -192,9 +220,13 @@ func (b *builder) hostNs(file, device int, ts uint64) int64 {
 }
 
 func (b *builder) add(it *report.WorkItem) {
-	pid := b.pid(it.File, it.Device)
+	pid := b.pid(it.File)
+	comm := -1
+	if c, ok := b.run.Comm(it.File, it.Device, it.Comm); ok {
+		comm = c.Comm
+	}
 	b.slices = append(b.slices, slice{
-		pid: pid, track: it.Channel,
+		pid: pid, track: it.Channel, comm: comm,
 		start: b.hostNs(it.File, it.Device, it.Start), stop: b.hostNs(it.File, it.Device, it.Stop),
 		hook: it.Hook, fn: it.FuncLabel(), funcID: it.FuncID, counter: it.WorkCounter, hasCounter: it.HasCounter,
 		device: it.Device, file: it.File,
@@ -210,6 +242,7 @@ func micros(ns int64) json.Number {
 // hook at one dump, on the device's process.
 type counter struct {
 	pid  int
+	name string
 	ts   int64
 	hook string
 	val  uint64
@@ -241,7 +274,8 @@ func (b *builder) write(w io.Writer) (*Summary, error) {
 func (b *builder) counters() []counter {
 	var counters []counter
 	for _, s := range b.run.Stats {
-		counters = append(counters, counter{pid: b.pid(s.File, s.Device), ts: s.TimeUnixNs, hook: s.Hook, val: s.Dropped})
+		counters = append(counters, counter{pid: b.pid(s.File), name: "dropped records (cumulative)" + b.deviceSuffix(s.File, s.Device),
+			ts: s.TimeUnixNs, hook: s.Hook, val: s.Dropped})
 	}
 	return counters
 }
@@ -265,14 +299,15 @@ func (b *builder) origin(counters []counter) int64 {
 }
 
 // lanes sorts the slices and gives each its thread id: a slice goes to the
-// first lane of its track whose last slice ended before it starts, so no
-// track holds overlapping slices. It returns the tid of each slice and the
-// name of each (pid, tid).
+// first lane of its track (hook, device, communicator, channel) whose last
+// slice ended before it starts, so no track holds overlapping slices. Thread
+// ids are numbered in that order within each process. It returns the tid
+// of each slice and the name of each (pid, tid).
 func (b *builder) lanes() ([]int, map[[2]int]string) {
 	multiHook := len(b.hookIdx) > 1
 	slices.SortFunc(b.slices, func(x, y slice) int {
-		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(b.hookIdx[x.hook], b.hookIdx[y.hook]),
-			cmp.Compare(x.track, y.track), cmp.Compare(x.start, y.start), cmp.Compare(x.stop, y.stop))
+		return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(b.hookIdx[x.hook], b.hookIdx[y.hook]), cmp.Compare(x.device, y.device),
+			cmp.Compare(x.comm, y.comm), cmp.Compare(x.track, y.track), cmp.Compare(x.start, y.start), cmp.Compare(x.stop, y.stop))
 	})
 	type lane struct {
 		tid int
@@ -280,21 +315,22 @@ func (b *builder) lanes() ([]int, map[[2]int]string) {
 	}
 	lanes := map[trackKey][]lane{}
 	threads := map[[2]int]string{} // (pid, tid) -> name
+	next := map[int]int{}          // pid -> its next tid
 	tids := make([]int, len(b.slices))
 	for i := range b.slices {
 		s := &b.slices[i]
-		hk := 0
-		if multiHook {
-			hk = b.hookIdx[s.hook]
-		}
-		k := trackKey{s.pid, hk, s.track}
+		k := trackKey{s.pid, b.hookIdx[s.hook], s.device, s.comm, s.track}
 		ls := lanes[k]
 		li := slices.IndexFunc(ls, func(l lane) bool { return l.end <= s.start })
 		if li < 0 {
 			li = len(ls)
-			tid := channelTid(s.track) + 1000*li + 100000*hk
-			ls = append(ls, lane{tid: tid})
-			threads[[2]int{s.pid, tid}] = trackName(s.track, li, multiHook, s.hook)
+			next[s.pid]++
+			ls = append(ls, lane{tid: next[s.pid]})
+			name := b.trackName(s, li)
+			if multiHook {
+				name += " [" + s.hook + "]"
+			}
+			threads[[2]int{s.pid, next[s.pid]}] = name
 		}
 		ls[li].end = s.stop
 		lanes[k] = ls
@@ -303,20 +339,32 @@ func (b *builder) lanes() ([]int, map[[2]int]string) {
 	return tids, threads
 }
 
-// trackName names lane li of a channel's track ("all channels" where the
-// hook does not record channelId), with the hook where there are several.
-func trackName(track, li int, multiHook bool, hook string) string {
+// trackName names lane li of a slice's track: its communicator (or that
+// the records do not say it), its channel ("all channels" where the hook
+// does not record channelId), and its device where the process has several.
+func (b *builder) trackName(s *slice, li int) string {
 	name := "all channels"
-	if track >= 0 {
-		name = "channel " + strconv.Itoa(track)
+	if s.track >= 0 {
+		name = "channel " + strconv.Itoa(s.track)
+	}
+	if c, ok := b.run.Files[s.file].Comms[[2]int{s.device, s.comm}]; ok {
+		name = fmt.Sprintf("comm %s %s rank %d, %s", c.Name, c.CommID, c.Rank, name)
 	}
 	if li > 0 {
 		name += fmt.Sprintf(" #%d", li+1)
 	}
-	if multiHook {
-		name += " [" + hook + "]"
+	if b.multiDevice(s.file) {
+		name = fmt.Sprintf("device %d: %s", s.device, name)
 	}
 	return name
+}
+
+// deviceSuffix names a counter's device where its process has several.
+func (b *builder) deviceSuffix(file, device int) string {
+	if b.multiDevice(file) {
+		return fmt.Sprintf(", device %d", device)
+	}
+	return ""
 }
 
 // eventWriter writes the events of traceEvents, comma separated.
@@ -370,11 +418,19 @@ func (b *builder) writeMeta(ew *eventWriter, threads map[[2]int]string) {
 func (b *builder) writeSlices(ew *eventWriter, tids []int, origin int64) {
 	for i, s := range b.slices {
 		args := map[string]any{"hook": s.hook, "device": s.device, "file": b.run.Files[s.file].Path}
+		if s.track >= 0 {
+			args["channel"] = s.track
+		}
 		if s.funcID >= 0 {
 			args["funcId"] = s.funcID
 		}
 		if s.hasCounter {
 			args["workCounter"] = s.counter
+		}
+		if c, ok := b.run.Files[s.file].Comms[[2]int{s.device, s.comm}]; ok {
+			args["comm"] = map[string]any{"comm_id": c.CommID, "name": c.Name, "rank": c.Rank, "nranks": c.NRanks}
+		} else {
+			args["comm"] = "not known: no comm line names it (a hook without the comm field on a device of several communicators)"
 		}
 		a, _ := json.Marshal(args)
 		ew.emit(Event{Name: s.fn, Cat: s.hook, Ph: "X", Ts: micros(s.start - origin), Dur: micros(s.stop - s.start),
@@ -387,7 +443,7 @@ func writeCounters(ew *eventWriter, counters []counter, origin int64) {
 	slices.SortStableFunc(counters, func(x, y counter) int { return cmp.Or(cmp.Compare(x.pid, y.pid), cmp.Compare(x.ts, y.ts)) })
 	for _, c := range counters {
 		a, _ := json.Marshal(map[string]uint64{c.hook: c.val})
-		ew.emit(Event{Name: "dropped records (cumulative)", Ph: "C", Ts: micros(c.ts - origin), Pid: c.pid, Args: a})
+		ew.emit(Event{Name: c.name, Ph: "C", Ts: micros(c.ts - origin), Pid: c.pid, Args: a})
 	}
 }
 
@@ -425,15 +481,6 @@ func (b *builder) otherData(origin int64) []byte {
 	return other
 }
 
-// channelTid is the base thread id of a channel's track; a hook that does
-// not record channelId gets one track, tid 999.
-func channelTid(ch int) int {
-	if ch < 0 {
-		return 999
-	}
-	return ch
-}
-
 // writeAggCounters draws the on-device aggregates over time: a counter
 // track per aggregate on its device's process, a series per key (function,
 // channel), one sample per aggregate line. The value is what the kind
@@ -442,12 +489,12 @@ func (b *builder) writeAggCounters(ew *eventWriter, origin int64) {
 	tracks := map[[2]string]bool{}
 	for _, p := range b.run.AggHistory {
 		a := p.Agg
-		pid := b.pid(p.File, a.Device)
+		pid := b.pid(p.File)
 		what := a.Kind
 		if a.Kind == "histogram" {
 			what = "mean"
 		}
-		name := fmt.Sprintf("%s %s (%s)", a.Hook, a.Name, what)
+		name := fmt.Sprintf("%s %s (%s)%s", a.Hook, a.Name, what, b.deviceSuffix(p.File, a.Device))
 		args := map[string]float64{}
 		for _, r := range a.Rows {
 			v, ok := aggValue(a.Kind, r)

@@ -161,13 +161,13 @@ func TestTraceFromRun(t *testing.T) {
 	if int(last) != truths[1].Dropped {
 		t.Errorf("last drop counter %v, want %d", last, truths[1].Dropped)
 	}
-	// Rank r is process 4242+r on device r: a trace process per device of
-	// each process, 100 apart per process.
-	if p.procNames[0] != "node0 pid 4242 device 0" || p.procNames[101] != "node0 pid 4243 device 1" || len(p.procNames) != 2 {
+	// Rank r is process 4242+r on device r: a trace process per process
+	// (file), 100 apart; without comm lines no rank names it.
+	if p.procNames[0] != "node0 pid 4242" || p.procNames[100] != "node0 pid 4243" || len(p.procNames) != 2 {
 		t.Errorf("process names %v", p.procNames)
 	}
 	for ch := 0; ch < 3; ch++ {
-		if p.thrNames[[2]int{101, ch}] != "channel "+strconv.Itoa(ch) {
+		if p.thrNames[[2]int{100, ch + 1}] != "channel "+strconv.Itoa(ch) {
 			t.Errorf("thread names %v", p.thrNames)
 		}
 	}
@@ -188,7 +188,7 @@ func TestTraceFromRun(t *testing.T) {
 	})
 	for _, s := range p.slices[:50] {
 		args := s["args"].(map[string]any)
-		k := fmt.Sprintf("%v/%v/%v", args["device"], s["tid"], args["workCounter"])
+		k := fmt.Sprintf("%v/%v/%v", args["device"], args["channel"], args["workCounter"])
 		dev, ok := starts[k]
 		if !ok {
 			t.Fatalf("slice %v has no work item", s)
@@ -198,7 +198,7 @@ func TestTraceFromRun(t *testing.T) {
 		if got != host {
 			t.Fatalf("slice %s placed at %d, want %d", k, got, host)
 		}
-		if s["name"] == "" || args["funcId"] == nil || args["hook"] != "all" {
+		if s["name"] == "" || args["funcId"] == nil || args["hook"] != "all" || !strings.HasPrefix(fmt.Sprint(args["comm"]), "not known") {
 			t.Fatalf("slice args %v", s)
 		}
 	}
@@ -233,7 +233,7 @@ func TestTraceOverlappingCommunicatorsGetLanes(t *testing.T) {
 	if sum.Processes != 1 || sum.Tracks < 4 {
 		t.Errorf("summary %+v: want one device with two lanes per channel", sum)
 	}
-	if p.thrNames[[2]int{0, 1000}] != "channel 0 #2" {
+	if p.thrNames[[2]int{0, 2}] != "channel 0 #2" {
 		t.Errorf("thread names %v", p.thrNames)
 	}
 }
@@ -271,7 +271,7 @@ func TestTraceProcessesOfOneHostStayApart(t *testing.T) {
 	}
 	data, sum := writeTrace(t, dir)
 	p := validate(t, data)
-	if sum.Processes != 2 || p.procNames[0] != "node0 pid 7 device 0" || p.procNames[100] != "node0 pid 8 device 0" {
+	if sum.Processes != 2 || p.procNames[0] != "node0 pid 7" || p.procNames[100] != "node0 pid 8" {
 		t.Errorf("%d processes, names %v: want pid 7 and pid 8 apart", sum.Processes, p.procNames)
 	}
 }
@@ -285,7 +285,7 @@ func TestTraceHostsGetDistinctProcesses(t *testing.T) {
 	}
 	data, _ := writeTrace(t, dir)
 	p := validate(t, data)
-	if p.procNames[0] != "nodeA pid 4242 device 0" || p.procNames[100000] != "nodeB pid 4242 device 0" {
+	if p.procNames[0] != "nodeA pid 4242" || p.procNames[100000] != "nodeB pid 4242" {
 		t.Errorf("process names %v", p.procNames)
 	}
 }
