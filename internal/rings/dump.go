@@ -25,10 +25,21 @@ func (d *Drainer) dump(final bool) *sinks.Dump {
 	d.passMu.Lock()
 	devs := *d.devices.Load()
 	for _, dv := range devs {
+		first := len(ps)
 		for _, k := range dv.consumers {
 			ps = append(ps, pending{k, k.stats()})
 		}
 		out.Aggs = append(out.Aggs, d.aggSnapshots(dv, now, final)...)
+		// A hook that only aggregates (config.Hook.AggregatesOnly: its
+		// record has no field, it is not drained) reserves no position:
+		// what it matched is what its aggregates counted.
+		for i := first; i < len(ps); i++ {
+			if k := ps[i].k; len(k.info.Layout.Fields) == 0 && !k.work {
+				if n, ok := dv.aggCount(k.info.Name); ok {
+					ps[i].st.Matched = n
+				}
+			}
+		}
 	}
 	d.passMu.Unlock()
 	if d.opts.DeviceState != nil {
@@ -78,6 +89,23 @@ func (d *Drainer) aggSnapshots(dv *device, now int64, final bool) []sinks.AggSna
 		out = append(out, sinks.AggSnapshot{Info: a, Device: dv.ordinal, TimeUnixNs: now, Final: final, Rows: rows})
 	}
 	return out
+}
+
+// aggCount is the count of hook's first aggregate over all its rows, as last
+// read into dv.agg: every aggregate of a hook counts each event it matched
+// (word 0 of a row is its count, whatever the kind).
+// ok is false for a hook without aggregates.
+func (dv *device) aggCount(hook string) (n uint64, ok bool) {
+	for _, a := range dv.mod.Aggs {
+		if a.Hook != hook {
+			continue
+		}
+		for r := range a.Keys {
+			n += dv.agg[a.Offset+r*a.RowWords]
+		}
+		return n, true
+	}
+	return 0, false
 }
 
 // readAgg reads the device's aggregates into dv.agg, but for a Work module,
