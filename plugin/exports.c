@@ -3,9 +3,13 @@
 // the C side keeps the structs, the logger and the dlsym'd name resolver.
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "exports.h"
 #include "_cgo_export.h"
 
@@ -17,17 +21,129 @@ void hooks_log(int level, const char* msg) {
 }
 
 typedef const char* (*funcNameFn)(int);
+typedef ncclResult_t (*getVersionFn)(int*);
 
-static funcNameFn funcName(void) {
-  static funcNameFn fn;
-  static int looked;
-  if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
-    fn = (funcNameFn)dlsym(RTLD_DEFAULT, "ncclProfilerDevFuncName");
-    __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+// The NCCL that loaded the plugin, found once at the first init
+// (findNCCL). torch loads NCCL as a dependency with local symbols, where
+// dlsym(RTLD_DEFAULT) finds none of its functions, so NCCL is found by
+// address: the library that holds the logger NCCL passed to init (its
+// ncclDebugLog), else the caller of init.
+static struct {
+  int done;
+  char path[4096];     // that library ("" unknown: why says why)
+  char hookPath[4096]; // the library that exports ncclProfilerDevFuncName ("" none)
+  char why[1536];
+  funcNameFn funcName;
+  int version; // its ncclGetVersion (2.28.9: 22809), 0 unknown
+} nccl;
+static pthread_mutex_t ncclMu = PTHREAD_MUTEX_INITIALIZER;
+
+#define MAX_OBJECTS 4096
+
+typedef struct {
+  int n;
+  const char* name[MAX_OBJECTS]; // the loader's names ("" for the program)
+  uintptr_t base[MAX_OBJECTS];   // where each is mapped (dladdr's dli_fbase)
+} objects;
+
+static int addObject(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  objects* o = (objects*)data;
+  if (o->n >= MAX_OBJECTS) return 1;
+  uintptr_t lo = UINTPTR_MAX;
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_vaddr < lo) lo = info->dlpi_phdr[i].p_vaddr;
+  o->name[o->n] = info->dlpi_name ? info->dlpi_name : "";
+  o->base[o->n] = info->dlpi_addr + (lo == UINTPTR_MAX ? 0 : lo);
+  o->n++;
+  return 0;
+}
+
+// pathOf writes the file of the object mapped at base into out: the
+// program's through /proc/self/exe (dladdr may name it by argv[0]).
+static void pathOf(const objects* o, uintptr_t base, const char* name, char* out, size_t n) {
+  out[0] = 0;
+  if ((o->n > 0 && base == o->base[0]) || !name || !name[0]) {
+    ssize_t k = readlink("/proc/self/exe", out, n - 1);
+    out[k > 0 ? k : 0] = 0;
+    return;
   }
+  char* r = realpath(name, NULL);
+  snprintf(out, n, "%s", r ? r : name);
+  free(r);
+}
+
+// handleOf opens the loaded object mapped at base without loading anything
+// (NULL: the program's global scope); *ok is 0 when it cannot be opened.
+static void* handleOf(const objects* o, uintptr_t base, const char* name, int* ok) {
+  *ok = 1;
+  if ((o->n > 0 && base == o->base[0]) || !name || !name[0]) return dlopen(NULL, RTLD_LAZY);
+  void* h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) *ok = 0;
+  return h;
+}
+
+// funcNameIn looks ncclProfilerDevFuncName up in h and writes the file of
+// the object that defines it into nccl.hookPath.
+static funcNameFn funcNameIn(const objects* o, void* h) {
+  funcNameFn fn = (funcNameFn)dlsym(h, "ncclProfilerDevFuncName");
+  Dl_info di;
+  if (fn && dladdr((void*)fn, &di)) pathOf(o, (uintptr_t)di.dli_fbase, di.dli_fname, nccl.hookPath, sizeof nccl.hookPath);
   return fn;
 }
 
+// findNCCL finds the NCCL that called init (logfn: the logger it passed,
+// ret: init's return address; either may be NULL), its version, and the
+// library whose kernels call the device hook: the one that exports
+// ncclProfilerDevFuncName, found in the global scope, in NCCL's own
+// symbols, else in every loaded object. Nothing here can fail the job: what
+// is not found stays empty, and why says what failed.
+static void findNCCL(const void* logfn, const void* ret) {
+  pthread_mutex_lock(&ncclMu);
+  if (nccl.done) {
+    pthread_mutex_unlock(&ncclMu);
+    return;
+  }
+  static objects o; // under ncclMu; too large for NCCL's thread stacks
+  o.n = 0;
+  dl_iterate_phdr(addObject, &o);
+  Dl_info di;
+  const void* addrs[2] = {logfn, ret};
+  void* h = NULL;
+  for (int i = 0; i < 2 && !nccl.path[0]; i++) {
+    if (!addrs[i] || !dladdr(addrs[i], &di)) continue;
+    pathOf(&o, (uintptr_t)di.dli_fbase, di.dli_fname, nccl.path, sizeof nccl.path);
+    int ok;
+    h = handleOf(&o, (uintptr_t)di.dli_fbase, di.dli_fname, &ok);
+    if (!ok) snprintf(nccl.why, sizeof nccl.why, "dlopen(RTLD_NOLOAD) of %.1024s: %.256s", nccl.path, dlerror());
+  }
+  if (!nccl.path[0] && !nccl.why[0]) snprintf(nccl.why, sizeof nccl.why, "dladdr found no library holding NCCL's logger or init's caller");
+  getVersionFn get = h ? (getVersionFn)dlsym(h, "ncclGetVersion") : NULL;
+  if (!get) get = (getVersionFn)dlsym(RTLD_DEFAULT, "ncclGetVersion");
+  int v = 0;
+  if (get && get(&v) == ncclSuccess) nccl.version = v;
+
+  funcNameFn fn = funcNameIn(&o, RTLD_DEFAULT);
+  if (!fn && h) fn = funcNameIn(&o, h);
+  for (int i = 0; !fn && i < o.n; i++) {
+    if (!o.name[i][0]) continue; // the program: its global symbols were searched
+    int ok;
+    void* oh = handleOf(&o, o.base[i], o.name[i], &ok);
+    if (!oh) continue;
+    fn = funcNameIn(&o, oh);
+    dlclose(oh); // NOLOAD took a reference: give it back
+  }
+  if (!fn) nccl.hookPath[0] = 0;
+  if (h) dlclose(h);
+  nccl.funcName = fn;
+  __atomic_store_n(&nccl.done, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&ncclMu);
+}
+
+static funcNameFn funcName(void) {
+  if (!__atomic_load_n(&nccl.done, __ATOMIC_ACQUIRE)) findNCCL(NULL, NULL);
+  return nccl.funcName;
+}
 
 const char* hooks_func_name(int funcId) {
   funcNameFn fn = funcName();
@@ -40,13 +156,24 @@ int hooks_harness_present(void) { return dlsym(RTLD_DEFAULT, "ncclhooks_harness_
 // its device functions; released NCCL does not.
 int hooks_nccl_has_device_hook(void) { return funcName() != NULL; }
 
-// ncclGetVersion of the NCCL that loaded the plugin (2.28.9: 22809), 0 when
-// it cannot be found.
 int hooks_nccl_version(void) {
-  ncclResult_t (*get)(int*) = (ncclResult_t(*)(int*))dlsym(RTLD_DEFAULT, "ncclGetVersion");
-  int v = 0;
-  if (!get || get(&v) != ncclSuccess) return 0;
-  return v;
+  funcName();
+  return nccl.version;
+}
+
+const char* hooks_nccl_path(void) {
+  funcName();
+  return nccl.path;
+}
+
+const char* hooks_nccl_why(void) {
+  funcName();
+  return nccl.why;
+}
+
+const char* hooks_hook_lib(void) {
+  funcName();
+  return nccl.hookPath;
 }
 
 // The communicator whose init ran last on this thread. NCCL (PR 2285) calls
@@ -60,8 +187,9 @@ static __thread uint64_t pendingComm;
 #define HOST_EVENTS (NCCLHOOKS_PROFILE_COLL | NCCLHOOKS_PROFILE_P2P | NCCLHOOKS_PROFILE_KERNEL_CH)
 
 // init of every version: version is the struct NCCL loaded (5, 6, 7).
-static ncclResult_t hk_init(int version, void** context, uint64_t commId, int* eActivationMask, const char* commName,
-                            int nNodes, int nranks, int rank, ncclDebugLogger_t logfn) {
+static ncclResult_t hk_init(int version, const void* caller, void** context, uint64_t commId, int* eActivationMask,
+                            const char* commName, int nNodes, int nranks, int rank, ncclDebugLogger_t logfn) {
+  findNCCL((const void*)logfn, caller);
   if (logfn) {
     ncclDebugLogger_t none = NULL;
     __atomic_compare_exchange_n(&logger, &none, logfn, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -89,7 +217,8 @@ static ncclResult_t hk_init(int version, void** context, uint64_t commId, int* e
 #define HK_INIT(v)                                                                                                \
   static ncclResult_t hk_init_v##v(void** context, uint64_t commId, int* eActivationMask, const char* commName,  \
                                    int nNodes, int nranks, int rank, ncclDebugLogger_t logfn) {                  \
-    return hk_init(v, context, commId, eActivationMask, commName, nNodes, nranks, rank, logfn);                   \
+    return hk_init(v, __builtin_return_address(0), context, commId, eActivationMask, commName, nNodes, nranks,  \
+                   rank, logfn);                                                                                  \
   }
 HK_INIT(5)
 HK_INIT(6)

@@ -12,6 +12,9 @@ const char* hooks_func_name(int funcId);
 int hooks_harness_present(void);
 int hooks_nccl_has_device_hook(void);
 int hooks_nccl_version(void);
+const char* hooks_nccl_path(void);
+const char* hooks_nccl_why(void);
+const char* hooks_hook_lib(void);
 
 // A communicator's context, what NCCL holds as the plugin's context: the
 // Go-side id, so NCCL never holds a Go pointer, and for the host-event

@@ -32,7 +32,7 @@ func main() {}
 // plugin is the process's one session: the Go image stays resident (-z
 // nodelete), so it outlives every dlclose and reload by NCCL.
 var plugin = lifecycle.New(lifecycle.Env{Log: ncclLog, FuncName: funcName, HostFuncName: hostFuncName, Knobs: readKnobs,
-	HarnessPresent: harnessPresent, DeviceHookNCCL: deviceHookNCCL, NCCLVersion: ncclVersion})
+	HarnessPresent: harnessPresent, DeviceHookNCCL: deviceHookNCCL, NCCLVersion: ncclVersion, NCCLLibrary: ncclLibrary})
 
 //export hooksInit
 func hooksInit(commID C.uint64_t, commName *C.char, nNodes, nRanks, rank, version, cudaDev C.int,
@@ -111,9 +111,10 @@ func ncclLog(level int, msg string) {
 	C.hooks_log(C.int(level), cs)
 }
 
-// funcName resolves a function id through NCCL's ncclProfilerDevFuncName,
-// found with dlsym(RTLD_DEFAULT); "" when NCCL does not export it or the id
-// is unknown.
+// funcName resolves a function id through NCCL's ncclProfilerDevFuncName
+// (found in the global scope, else in the library that called init, else in
+// any loaded library: exports.c); "" when none exports it or the id is
+// unknown.
 func funcName(id uint32) string {
 	p := C.hooks_func_name(C.int(id))
 	if p == nil {
@@ -137,3 +138,10 @@ func hostFuncName(id uint32) string {
 func deviceHookNCCL() bool { return C.hooks_nccl_has_device_hook() != 0 }
 
 func ncclVersion() int { return int(C.hooks_nccl_version()) }
+
+// ncclLibrary is where the NCCL that called init lives (exports.c,
+// findNCCL) and which library's kernels call the device hook.
+func ncclLibrary() lifecycle.NCCLLibrary {
+	return lifecycle.NCCLLibrary{Path: C.GoString(C.hooks_nccl_path()), Why: C.GoString(C.hooks_nccl_why()),
+		HookPath: C.GoString(C.hooks_hook_lib())}
+}

@@ -11,3 +11,7 @@ func (s *Session) Retired(ord int) []int { return s.drainer.Retired(ord) }
 
 // DeviceState is what the drainer writes in a device's device lines.
 func (s *Session) DeviceState(d backend.Device) sinks.DeviceState { return s.deviceState(d) }
+
+// Budget is the registers a hook may use and what the kernels that call
+// the hook have (0: not read).
+func (s *Session) Budget() (budget, read int) { return s.budget, s.budgetRead }

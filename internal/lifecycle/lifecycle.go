@@ -34,6 +34,14 @@ type Env struct {
 	HarnessPresent func() bool            // the harness's marker symbol is loaded (cpu hooks are callable)
 	DeviceHookNCCL func() bool            // the NCCL that loaded the plugin has the device hook (PR 2285)
 	NCCLVersion    func() int             // ncclGetVersion (22809 for 2.28.9); 0 when unknown
+	// NCCLLibrary finds the NCCL that called init and the library whose
+	// kernels call the hook, whose register counts give the hooks' budget;
+	// nil: not known (the budget is NCCL_HOOKS_MAX_REGISTERS or
+	// gpu.DefaultRegisterBudget, as in ncclhooks bench).
+	NCCLLibrary func() NCCLLibrary
+	// DeviceArch is CUDA device ord's architecture ("sm_90"); nil: the
+	// driver's (cuda.Open).
+	DeviceArch func(ord int) (string, error)
 	// NVML opens NVML for the device lines' GPU state; nil: gpuinfo.Open
 	// (libnvidia-ml, dlopened by the first background read).
 	NVML func() (gpuinfo.Interface, error)

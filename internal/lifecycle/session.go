@@ -74,6 +74,11 @@ type Session struct {
 	commsOnDevice map[int]int
 
 	deviceHookDeclined bool // the one INFO that the host source declines NCCL's device hook
+
+	// budget is the registers a hook may use (readBudget; 0: the knob or
+	// gpu.DefaultRegisterBudget), budgetRead what the kernels that call the
+	// hook have (0: not read).
+	budget, budgetRead int
 }
 
 // comm is one communicator, from its init to its finalize.
@@ -147,6 +152,9 @@ func (s *Session) setup() {
 	}
 	s.profile, s.module = p, m
 	s.chooseSource()
+	if s.inactive == "" && s.env.NCCLLibrary != nil && k.Backend != "cpu" {
+		s.readBudget()
+	}
 }
 
 func (s *Session) outputDir() string {
@@ -488,7 +496,15 @@ func (s *Session) compile() (backend.Compiled, error) {
 }
 
 func (s *Session) compileGPU() (backend.Compiled, error) {
-	c, cacheErr, err := gpu.Open(s.module, s.knobs.CacheDir, gpu.Options{Budget: s.knobs.MaxRegisters,
+	budget := s.knobs.MaxRegisters
+	if s.budget > 0 {
+		budget = s.budget
+	}
+	if budget > 0 && budget < gpu.MinRegisterBudget {
+		return nil, fmt.Errorf("the kernels that call the hook have %d registers, fewer than any hook needs (%d): no device hook (NCCL_HOOKS_MAX_REGISTERS overrides what was read)",
+			budget, gpu.MinRegisterBudget)
+	}
+	c, cacheErr, err := gpu.Open(s.module, s.knobs.CacheDir, gpu.Options{Budget: budget,
 		Caps: s.knobs.RegisterCaps, Extra: strings.Fields(s.knobs.NVRTCOptions)})
 	s.warnCache(cacheErr)
 	if err != nil {
