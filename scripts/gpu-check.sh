@@ -21,8 +21,13 @@
 #   8. ranks: real collectives between 2 and 4 ranks on GPU 0 (scripts/nccl-ranks.sh, nccl-tests),
 #      torch_nccl_load.py --ranks 2 from host events, the hook's added time inside a 2-rank
 #      all-reduce (scripts/nccl-ranks-bench.sh) and a planted straggler (scripts/nccl-straggler.sh)
-# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 sass bench ranks"
-# picks steps (default all but sass and bench), GPU_TESTS test packages, NCCL_TAGS tags,
+#   9. budget: the plugin's INFO line of the register budget it read from the NCCL that loaded
+#      it (torch's wheel NCCL through torch, which loads it with local symbols; each NCCL of the
+#      host step's accept runs), never "version unknown"; every kernel of each NCCL read by
+#      internal/fatbin against cuobjdump -res-usage, with the time it took; the fixtures; NCCL
+#      loaded with local symbols (plugin TestNCCLLoadedWithLocalSymbols)
+# Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 budget sass bench ranks"
+# picks steps (default all but sass, bench and ranks), GPU_TESTS test packages, NCCL_TAGS tags,
 # BENCH_RATES the bench's event rates (default 1e7).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +39,7 @@ build)
   mkdir -p $BIN
   make build >/dev/null || exit 1
   cp build/ncclhooks build/libnccl-profiler-hooks.so $BIN/
-  for p in "${TESTS[@]}"; do
+  for p in "${TESTS[@]}" internal/fatbin plugin; do
     go test -c -o $BIN/$(echo $p | tr / _).test ./$p || exit 1
   done
   for tag in v2.28.9-1 v2.30.7-1; do
@@ -50,7 +55,7 @@ run) ;;
 *) echo "usage: $0 build|run"; exit 2 ;;
 esac
 OUT=${OUT:-out/gpu-check}
-STEPS=${STEPS:-tests nccl examples host host231}
+STEPS=${STEPS:-tests nccl examples host host231 budget}
 ROOT=$PWD
 WORK=/tmp/gpu-check # everything; $OUT gets the summary files only (the device tool brings back 8)
 mkdir -p "$OUT" "$WORK"
@@ -59,6 +64,42 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export NCCL_HOOKS_CACHE_DIR=/tmp/ncclhooks-cache
 export NCCLHOOKS_REQUIRE_GPU=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
+
+# budget_step prints the plugin's budget line ("ncclhooks: NCCL 2.30.7 at PATH: 312 kernels call the
+# hook, 96 registers each, stack 552-792 B: hooks built for at most 96 registers; read in 3ms") of
+# each NCCL that loaded it, and checks what internal/fatbin reads against cuobjdump.
+budget_step() {
+  echo "== budget: the register budget read from the NCCL that loads the plugin"
+  local pat='ncclhooks: [^ ].* at /[^ ]*: .*; read in [^ ]+' f d libs=() wheel
+  for d in "$WORK"/host/*-host "$WORK"/host/*-device; do
+    [ -d "$d" ] || continue
+    f=$(ls "$d"/*-c1.log 2>/dev/null | head -1)
+    [ -n "$f" ] || continue
+    echo "-- $(basename "$d"): accept linked against that NCCL ($f)"
+    grep -m1 -oE "$pat" "$f" || { echo "FAIL budget: no budget line in $f:"; grep -m5 ncclhooks "$f"; }
+    ! grep -m1 "version unknown" "$f" || echo "FAIL budget: the NCCL version is unknown in $f"
+  done
+  if [ "${HOST_WHEEL:-1}" = 1 ]; then
+    echo "-- torch with the wheel's NCCL (torch loads it with local symbols)"
+    timeout 300 python3 internal/harness/torch/torch_nccl_load.py $BIN/libnccl-profiler-hooks.so examples/latency.yaml "$WORK/budget-torch" > "$WORK/budget-torch.log" 2>&1
+    echo "torch_nccl_load.py exit $? (77 = skipped: 1 rank has no kernel channels)"
+    grep -m1 -oE "$pat" "$WORK/budget-torch.log" || { echo "FAIL budget: no budget line from torch:"; grep -m8 ncclhooks "$WORK/budget-torch.log"; }
+    ! grep -m1 "version unknown" "$WORK/budget-torch.log" || echo "FAIL budget: the NCCL version is unknown under torch"
+    wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+    [ -f "$wheel/lib/libnccl.so.2" ] && libs+=("$wheel/lib/libnccl.so.2")
+  fi
+  for tag in "${TAGS[@]}"; do
+    [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] && libs+=("$(realpath "$WORK/nccl-$tag/lib/libnccl.so.2")")
+  done
+  echo "-- each NCCL's kernels read by internal/fatbin against cuobjdump -res-usage, and the fixtures"
+  (cd internal/fatbin && NCCLHOOKS_FATBIN_LIBS=$(IFS=:; echo "${libs[*]}") timeout 300 "$ROOT/$BIN/internal_fatbin.test" -test.v -test.count=1 \
+    -test.run 'TestRealLibraries|TestNvccFixture|TestPtxasFixtures' > "$WORK/test-fatbin.log" 2>&1; echo "exit $?")
+  grep -E "^(--- |PASS|FAIL|ok|panic)|_test.go:[0-9]+: " "$WORK/test-fatbin.log" | head -40
+  echo "-- NCCL loaded with local symbols: its version, its device hook and its kernels' budget (32 registers)"
+  (cd plugin && NCCLHOOKS_PLUGIN=$ROOT/$BIN/libnccl-profiler-hooks.so NCCLHOOKS_CLI=$ROOT/$BIN/ncclhooks timeout 120 "$ROOT/$BIN/plugin.test" \
+    -test.v -test.count=1 -test.run TestNCCLLoadedWithLocalSymbols > "$WORK/test-plugin-budget.log" 2>&1; echo "exit $?")
+  grep -E "^(--- |PASS|FAIL|ok|panic)|_test.go:[0-9]+: " "$WORK/test-plugin-budget.log" | head -20
+}
 
 main() {
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvcc --version | tail -1; date -u
@@ -196,6 +237,9 @@ if k:
       NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-straggler.sh "$WORK/nccl-$tag" "patched-$tag" --source device
       echo "exit $? (straggler)"
     fi
+  fi
+  if has budget; then
+    budget_step
   fi
   if has sass; then
     echo "== SASS of each example's hook (the cubin the plugin compiles, cuobjdump -sass, function ncclhooks_entry)"

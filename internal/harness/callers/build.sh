@@ -4,7 +4,12 @@
 #                  kernels use exactly 96)
 #   caller_rdc255  -rdc, no cap, enough live values to use well over 96
 #   caller_wp      whole program: the hook call is compiled out
-# usage: harness/callers/build.sh OUTDIR   (NVCC, ARCH override nvcc, sm_90)
+#   caller_so32    -rdc, -maxrregcount=32, built as libcaller_so32.so, which
+#                  exports ncclProfilerDevFuncName and which caller_so32
+#                  (launch/launch.c) loads with local symbols, as torch loads NCCL:
+#                  the plugin must read the budget, 32, from its .nv_fatbin
+#   caller_so64    the same at 64 registers
+# usage: harness/callers/build.sh OUTDIR   (NVCC, ARCH override nvcc, sm_90; CC cc)
 set -uo pipefail
 OUTDIR=${1:?usage: build.sh OUTDIR}
 NVCC=${NVCC:-nvcc}
@@ -25,12 +30,22 @@ build() { # name flags...
     > "$OUTDIR/$name.log" 2>&1
 }
 
+build_so() { # name flags...: lib<name>.so and its launcher <name>
+  local name=$1; shift
+  "$NVCC" "${COMMON[@]}" -DCALLER_NAME="\"$name\"" -DCALLER_SHARED -shared -Xcompiler -fPIC "$@" \
+    -o "$OUTDIR/lib$name.so" "$SRC" -lcuda -ldl -lpthread > "$OUTDIR/$name.log" 2>&1 &&
+    "${CC:-cc}" -O2 -Wall -DCALLER_LIB="\"$OUTDIR/lib$name.so\"" -o "$OUTDIR/$name" "$HERE/launch/launch.c" -ldl \
+      >> "$OUTDIR/$name.log" 2>&1
+}
+
 # LIVE values picked with nvcc 11.8 on sm_90 (uncapped -rdc: LIVE=64 needs
 # 161 registers, LIVE=96 needs 231), with room for other compilers.
-names=(caller_rdc96 caller_rdc255 caller_wp)
+names=(caller_rdc96 caller_rdc255 caller_wp caller_so32 caller_so64)
 build caller_rdc96 -rdc=true -Xptxas -maxrregcount=96 -DLIVE=64 & pids=($!)
 build caller_rdc255 -rdc=true -DLIVE=96 & pids+=($!)
 build caller_wp -DLIVE=32 & pids+=($!)
+build_so caller_so32 -rdc=true -Xptxas -maxrregcount=32 -DLIVE=64 & pids+=($!)
+build_so caller_so64 -rdc=true -Xptxas -maxrregcount=64 -DLIVE=64 & pids+=($!)
 
 failed=0
 for i in "${!pids[@]}"; do
@@ -53,7 +68,9 @@ usage_of() { # binary -> "REG STACK" of caller_kernel
 status=0
 echo "nvcc $("$NVCC" --version | grep -oE "release [0-9.]+" | head -1), arch $ARCH"
 for name in "${names[@]}"; do
-  read -r reg stack <<< "$(usage_of "$OUTDIR/$name")"
+  img=$OUTDIR/$name
+  [ -f "$OUTDIR/lib$name.so" ] && img=$OUTDIR/lib$name.so
+  read -r reg stack <<< "$(usage_of "$img")"
   if [ -z "${reg:-}" ]; then
     echo "$name: no caller_kernel in cuobjdump -res-usage"
     status=1
@@ -64,6 +81,8 @@ for name in "${names[@]}"; do
   case $name in
     caller_rdc96) [ "$reg" -eq 96 ] || { echo "  FAIL: caller_rdc96 must use exactly 96 registers"; status=1; } ;;
     caller_rdc255) [ "$reg" -gt 96 ] || { echo "  FAIL: caller_rdc255 must use more than 96 registers"; status=1; } ;;
+    caller_so32) [ "$reg" -eq 32 ] || { echo "  FAIL: caller_so32 must use exactly 32 registers"; status=1; } ;;
+    caller_so64) [ "$reg" -eq 64 ] || { echo "  FAIL: caller_so64 must use exactly 64 registers"; status=1; } ;;
   esac
 done
 exit $status

@@ -54,8 +54,11 @@
 // abi/ncclhooks_abi.h (build.sh passes -I).
 #include "ncclhooks_abi.h"
 
-// NCCL exports this from libnccl; here the executable plays libnccl, so the
-// plugin finds it with dlsym(RTLD_DEFAULT) (linked with --export-dynamic).
+// NCCL exports this from libnccl; here the caller plays libnccl. As an
+// executable (linked with --export-dynamic) the plugin finds it with
+// dlsym(RTLD_DEFAULT); built as a shared library (CALLER_SHARED) that
+// launch/launch.c loads with local symbols, as torch loads NCCL, it finds it in the
+// library that holds the logger init was given.
 static const char* const kFuncNames[] = {
     "AllReduce_Sum_f32_RING_LL",        "AllReduce_Sum_f32_RING_LL128",      "AllReduce_Sum_f32_RING_SIMPLE",
     "AllReduce_Sum_bf16_RING_LL",       "AllReduce_Sum_bf16_RING_SIMPLE",    "AllReduce_Sum_f16_TREE_LL",
@@ -597,7 +600,11 @@ static bool writeEvents(const Comm& c, const std::vector<std::vector<ncclProfile
   return true;
 }
 
+#ifdef CALLER_SHARED
+extern "C" __attribute__((visibility("default"))) int caller_main(int argc, char** argv) {
+#else
 int main(int argc, char** argv) {
+#endif
   if (!parseArgs(argc, argv)) {
     usage();
     return 2;
