@@ -36,12 +36,19 @@ type Cubin struct {
 // ParseCubin reads every kernel of a cubin: a function with a
 // .nv.info.<name> section (device functions have none).
 func ParseCubin(data []byte) (*Cubin, error) {
-	if len(data) < 0x40 || !bytes.HasPrefix(data, []byte(elf.ELFMAG)) {
+	if len(data) < 0x40 {
+		return nil, errors.New("not an ELF cubin")
+	}
+	return parseCubin(append([]byte(nil), data...))
+}
+
+// parseCubin is ParseCubin on a cubin it may change.
+func parseCubin(img []byte) (*Cubin, error) {
+	if len(img) < 0x40 || !bytes.HasPrefix(img, []byte(elf.ELFMAG)) {
 		return nil, errors.New("not an ELF cubin")
 	}
 	// A cubin keeps its CUDA ABI version where ELF keeps its own (e_ident
-	// and e_version), which debug/elf refuses: read a copy that says 1.
-	img := append([]byte(nil), data...)
+	// and e_version), which debug/elf refuses: say 1.
 	img[elf.EI_VERSION] = byte(elf.EV_CURRENT)
 	binary.LittleEndian.PutUint32(img[0x14:], uint32(elf.EV_CURRENT))
 	f, err := elf.NewFile(bytes.NewReader(img))

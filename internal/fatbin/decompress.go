@@ -60,9 +60,15 @@ var errLZ4 = errors.New("corrupt block")
 // its high nibble, match length - 4 in its low one, 15 meaning "add the
 // following bytes up to one below 255"), the literals, a 2-byte offset back
 // into the output and the match; the last sequence has literals only.
-func lz4Block(dst, src []byte) error {
+func lz4Block(dst, src []byte) error { return lz4Decode(dst, src, false) }
+
+// lz4Prefix decompresses only the first len(dst) bytes of a block whose
+// start is src.
+func lz4Prefix(dst, src []byte) error { return lz4Decode(dst, src, true) }
+
+func lz4Decode(dst, src []byte, prefix bool) error {
 	s, d := 0, 0
-	for s < len(src) {
+	for s < len(src) && !(prefix && d == len(dst)) {
 		tok := src[s]
 		s++
 		lit := int(tok >> 4)
@@ -79,12 +85,15 @@ func lz4Block(dst, src []byte) error {
 				}
 			}
 		}
+		if prefix {
+			lit = min(lit, len(dst)-d, len(src)-s)
+		}
 		if lit > len(src)-s || lit > len(dst)-d {
 			return fmt.Errorf("%w: %d literals at %d run past the end", errLZ4, lit, s)
 		}
 		d += copy(dst[d:], src[s:s+lit])
 		s += lit
-		if s == len(src) {
+		if s == len(src) || (prefix && d == len(dst)) {
 			break // the last sequence
 		}
 		if s+2 > len(src) {
@@ -105,6 +114,9 @@ func lz4Block(dst, src []byte) error {
 					break
 				}
 			}
+		}
+		if prefix {
+			ml = min(ml, len(dst)-d)
 		}
 		if off == 0 || off > d || ml > len(dst)-d {
 			return fmt.Errorf("%w: match of %d at offset %d from %d", errLZ4, ml, off, d)

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Magic opens every fat binary container.
@@ -155,6 +157,9 @@ type Library struct {
 	Kernels    []Kernel
 	Containers int // fat binary containers in the section
 	Cubins     int // cubins read (for Arch)
+	// Relocatable counts the -rdc objects' cubins left unread beside the
+	// linked ones.
+	Relocatable int
 	// PTXOnly counts containers that have no cubin for the device, only
 	// PTX: the driver compiles those at load, and their kernels are not in
 	// Kernels.
@@ -231,10 +236,7 @@ func Read(r io.ReaderAt, size int64, major, minor int) (*Library, error) {
 	want := 10*major + minor
 	lib := &Library{Containers: len(cs), Arch: want}
 	var cubinArchs, ptxArchs []int
-	var dec decoder
-	defer dec.close()
-	exec := map[string]bool{} // kernels read from linked cubins
-	byName := map[string]int{}
+	var picks []Entry
 	for _, c := range cs {
 		best := -1
 		ptx := false
@@ -250,43 +252,112 @@ func Read(r io.ReaderAt, size int64, major, minor int) (*Library, error) {
 				ptx = ptx || e.Arch <= want
 			}
 		}
-		if best < 0 {
-			if ptx {
-				lib.PTXOnly++
+		switch {
+		case best >= 0:
+			picks = append(picks, c.Entries[best])
+		case ptx:
+			lib.PTXOnly++
+		}
+	}
+	if len(picks) == 0 {
+		sort.Ints(cubinArchs)
+		sort.Ints(ptxArchs)
+		return nil, &NoCubinError{Arch: want, Cubins: cubinArchs, PTX: ptxArchs}
+	}
+	// A library built with -rdc keeps each object's relocatable cubin beside
+	// the one nvlink linked from them, which holds all their kernels and is
+	// the one the driver loads: where a linked cubin is, the relocatable ones
+	// (told by their ELF header, decompressed no further) are not read.
+	read := make([]bool, len(picks))
+	anyLinked := false
+	for i, e := range picks {
+		linked, known := peekLinked(r, e)
+		read[i] = !known || linked
+		anyLinked = anyLinked || (known && linked)
+	}
+	cubs := make([]*Cubin, len(picks))
+	errs := make([]error, len(picks))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	// Decompression is most of the time (NCCL's cubins for one architecture
+	// are tens of MB): one worker per core, up to 8.
+	for range min(runtime.GOMAXPROCS(0), 8, len(picks)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var dec decoder
+			defer dec.close()
+			for i := range next {
+				cubs[i], errs[i] = readCubin(r, picks[i], &dec)
 			}
+		}()
+	}
+	for i := range picks {
+		if read[i] || !anyLinked {
+			next <- i
+		}
+	}
+	close(next)
+	wg.Wait()
+	exec := map[string]bool{} // kernels read from linked cubins
+	byName := map[string]int{}
+	for i, cub := range cubs {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		if cub == nil {
+			lib.Relocatable++
 			continue
 		}
-		e := c.Entries[best]
-		cub, err := readCubin(r, e, &dec)
-		if err != nil {
-			return nil, err
-		}
 		lib.Cubins++
-		lib.Arch = e.Arch
-		// A library built with -rdc carries each object's relocatable cubin
-		// beside the linked one the runtime loads; the linked kernel's
-		// counts include what nvlink added, so they win.
+		lib.Arch = picks[i].Arch
+		// Where a kernel is in several cubins, the linked one's counts win:
+		// they include what nvlink added.
 		for _, k := range cub.Kernels {
-			k.Arch = e.Arch
-			i, seen := byName[k.Name]
+			k.Arch = picks[i].Arch
+			j, seen := byName[k.Name]
 			switch {
 			case !seen:
 				byName[k.Name] = len(lib.Kernels)
 				lib.Kernels = append(lib.Kernels, k)
 			case cub.Linked && !exec[k.Name]:
-				lib.Kernels[i] = k
+				lib.Kernels[j] = k
 			default:
 				continue
 			}
 			exec[k.Name] = cub.Linked
 		}
 	}
-	if lib.Cubins == 0 {
-		sort.Ints(cubinArchs)
-		sort.Ints(ptxArchs)
-		return nil, &NoCubinError{Arch: want, Cubins: cubinArchs, PTX: ptxArchs}
-	}
 	return lib, nil
+}
+
+// peekLinked tells from e's ELF header whether it is a linked cubin (known:
+// false where the header could not be read without decompressing it all).
+func peekLinked(r io.ReaderAt, e Entry) (linked, known bool) {
+	const hdr = 18 // e_ident, e_type
+	var h [hdr]byte
+	switch e.Compression() {
+	case "":
+		if e.Size < hdr {
+			return false, false
+		}
+		if _, err := r.ReadAt(h[:], e.Offset); err != nil {
+			return false, false
+		}
+	case "lz4":
+		// The first sequence or two hold the header: a few hundred bytes.
+		src := make([]byte, min(e.Compressed, 256))
+		if _, err := r.ReadAt(src, e.Offset); err != nil || lz4Prefix(h[:], src) != nil {
+			return false, false
+		}
+	default:
+		return false, false
+	}
+	if string(h[:4]) != elf.ELFMAG {
+		return false, false
+	}
+	t := elf.Type(binary.LittleEndian.Uint16(h[16:]))
+	return t == elf.ET_EXEC || t == elf.ET_DYN, true
 }
 
 // readCubin reads and parses the cubin of entry e.
@@ -308,7 +379,7 @@ func readCubin(r io.ReaderAt, e Entry, dec *decoder) (*Cubin, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sm_%d cubin at %#x: %w", e.Arch, e.Offset, err)
 	}
-	cub, err := ParseCubin(data)
+	cub, err := parseCubin(data)
 	if err != nil {
 		return nil, fmt.Errorf("sm_%d cubin at %#x: %w", e.Arch, e.Offset, err)
 	}

@@ -388,3 +388,41 @@ func FuzzRead(f *testing.F) {
 		Read(bytes.NewReader(b), int64(len(b)), 9, 0)
 	})
 }
+
+// TestRelocatableLeftUnread: beside a linked cubin, an -rdc object's
+// relocatable one is told by its header and not read.
+func TestRelocatableLeftUnread(t *testing.T) {
+	cub := cubinOf(t)
+	rel := append([]byte(nil), cub...)
+	binary.LittleEndian.PutUint16(rel[16:], 1) // ET_REL
+	sec := append(container(entry{KindCubin, 90, 0, rel}), container(entry{KindCubin, 90, 0, cub})...)
+	lib, err := Read(bytes.NewReader(sec), int64(len(sec)), 9, 0)
+	if err != nil || lib.Cubins != 1 || lib.Relocatable != 1 || len(lib.Kernels) != 2 {
+		t.Fatalf("%v %+v", err, lib)
+	}
+	// Alone, a relocatable cubin is read.
+	sec = container(entry{KindCubin, 90, 0, rel})
+	if lib, err = Read(bytes.NewReader(sec), int64(len(sec)), 9, 0); err != nil || lib.Cubins != 1 || len(lib.Kernels) != 2 {
+		t.Fatalf("alone: %v %+v", err, lib)
+	}
+}
+
+func TestLZ4Prefix(t *testing.T) {
+	src := []byte{0x35, 'a', 'b', 'c', 3, 0, 0x10, 'Z'}
+	for n := 1; n <= 13; n++ {
+		dst := make([]byte, n)
+		if err := lz4Prefix(dst, src); err != nil || string(dst) != "abcabcabcabcZ"[:n] {
+			t.Errorf("prefix %d: %q %v", n, dst, err)
+		}
+	}
+	// The header of the LZ4 fixture's cubins, from its first bytes only.
+	sec := section(t, "testdata/ptxas/lz4.so")
+	cs, err := Containers(bytes.NewReader(sec), int64(len(sec)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked, known := peekLinked(bytes.NewReader(sec), cs[0].Entries[0])
+	if !linked || !known {
+		t.Errorf("lz4 fixture: linked %v known %v", linked, known)
+	}
+}

@@ -38,13 +38,64 @@ const ConservativeRegisterBudget = gpu.DefaultRegisterBudget
 // be read: nothing is known of them, so only the smallest hooks run.
 const foreignBudget = gpu.MinRegisterBudget
 
+// budgetWait bounds how long the first getDeviceHook waits for the budget
+// (a library on hung storage): then it takes the conservative one.
+const budgetWait = 10 * time.Second
+
+// budgetResult is what readBudget found.
+type budgetResult struct {
+	budget, read int // read: the kernels' fewest registers (0: not read)
+}
+
+// startBudget reads the budget in the background, so that NCCL's init does
+// not wait for it (NCCL's cubins for one architecture are tens of MB to
+// decompress); the first getDeviceHook (compileGPU) and the last finalize
+// wait for it (waitBudget).
+func (s *Session) startBudget() {
+	ch := make(chan budgetResult, 1)
+	s.budgetCh = ch
+	k, host := s.knobs, s.host
+	go func() {
+		r := budgetResult{budget: ConservativeRegisterBudget}
+		defer func() {
+			if p := recover(); p != nil {
+				s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: internal error reading the register budget (%v): hooks built for at most %d registers", p, r.budget))
+			}
+			ch <- r
+		}()
+		r = s.readBudget(k, host)
+	}()
+}
+
+// waitBudget takes the budget startBudget read into the session (s.mu
+// held), waiting for it at most budgetWait.
+func (s *Session) waitBudget() {
+	if s.budgetCh == nil || s.budgetGot {
+		return
+	}
+	timer := time.NewTimer(budgetWait)
+	defer timer.Stop()
+	select {
+	case r := <-s.budgetCh:
+		s.budget, s.budgetRead = r.budget, r.read
+	case <-timer.C:
+		s.budget = ConservativeRegisterBudget
+		if s.knobs.MaxRegisters > 0 {
+			s.budget = s.knobs.MaxRegisters
+		}
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: reading the register budget from NCCL's kernels took over %v: hooks built for at most %d registers", budgetWait, s.budget))
+	}
+	s.budgetGot = true
+}
+
 // readBudget finds how many registers the kernels that call the hook have,
 // from the library's .nv_fatbin (package fatbin), for device 0's
 // architecture (the one the module is compiled for first), and logs it in
-// one INFO line; NCCL_HOOKS_MAX_REGISTERS overrides it, with a WARN where it
-// exceeds what was read. Nothing here disables the plugin: a failure gives
-// the conservative budget and says why.
-func (s *Session) readBudget() {
+// one INFO line; NCCL_HOOKS_MAX_REGISTERS (k) overrides it, with a WARN
+// where it exceeds what was read. Nothing here disables the plugin: a
+// failure gives the conservative budget and says why. It runs on its own
+// goroutine and touches no session state but env.
+func (s *Session) readBudget(k Knobs, host bool) budgetResult {
 	lib := s.env.NCCLLibrary()
 	version := s.env.NCCLVersion()
 	harness := s.env.HarnessPresent()
@@ -65,26 +116,26 @@ func (s *Session) readBudget() {
 	if version == 0 && lib.HookPath != "" && !harness {
 		fallback = foreignBudget
 	}
-	s.budget = fallback
+	r := budgetResult{budget: fallback}
 	start := time.Now()
 	what, read := s.kernelsOf(path, lib.Why, calls)
 	took := time.Since(start).Round(time.Microsecond)
 	if read > 0 {
-		s.budget, s.budgetRead = read, read
+		r = budgetResult{budget: read, read: read}
 	}
-	how := fmt.Sprintf("hooks built for at most %d registers", s.budget)
+	how := fmt.Sprintf("hooks built for at most %d registers", r.budget)
 	if read == 0 {
-		how = fmt.Sprintf("hooks built for at most %d registers, %s (NCCL_HOOKS_MAX_REGISTERS sets it)", s.budget, fallbackWhy(fallback))
+		how = fmt.Sprintf("hooks built for at most %d registers, %s (NCCL_HOOKS_MAX_REGISTERS sets it)", r.budget, fallbackWhy(fallback))
 	}
-	if k := s.knobs.MaxRegisters; k > 0 {
-		if read > 0 && k > read {
+	if n := k.MaxRegisters; n > 0 {
+		if read > 0 && n > read {
 			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: NCCL_HOOKS_MAX_REGISTERS=%d exceeds the %d registers of the kernels that call the hook (%s at %s): a hook that uses more than %d faults them",
-				k, read, name, path, read))
+				n, read, name, path, read))
 		}
-		s.budget = k
-		how = fmt.Sprintf("hooks built for at most %d registers (NCCL_HOOKS_MAX_REGISTERS)", k)
+		r.budget = n
+		how = fmt.Sprintf("hooks built for at most %d registers (NCCL_HOOKS_MAX_REGISTERS)", n)
 	}
-	if s.host {
+	if host {
 		how = "the hooks run on host events"
 	}
 	at := ""
@@ -92,6 +143,7 @@ func (s *Session) readBudget() {
 		at = " at " + path
 	}
 	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s%s: %s: %s; read in %v", name, at, what, how, took))
+	return r
 }
 
 func fallbackWhy(budget int) string {

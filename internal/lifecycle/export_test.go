@@ -14,4 +14,9 @@ func (s *Session) DeviceState(d backend.Device) sinks.DeviceState { return s.dev
 
 // Budget is the registers a hook may use and what the kernels that call
 // the hook have (0: not read).
-func (s *Session) Budget() (budget, read int) { return s.budget, s.budgetRead }
+func (s *Session) Budget() (budget, read int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waitBudget()
+	return s.budget, s.budgetRead
+}

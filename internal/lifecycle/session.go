@@ -77,8 +77,10 @@ type Session struct {
 
 	// budget is the registers a hook may use (readBudget; 0: the knob or
 	// gpu.DefaultRegisterBudget), budgetRead what the kernels that call the
-	// hook have (0: not read).
+	// hook have (0: not read); both valid once budgetGot (waitBudget).
 	budget, budgetRead int
+	budgetCh           chan budgetResult // startBudget's result; nil: not read
+	budgetGot          bool
 }
 
 // comm is one communicator, from its init to its finalize.
@@ -153,7 +155,7 @@ func (s *Session) setup() {
 	s.profile, s.module = p, m
 	s.chooseSource()
 	if s.inactive == "" && s.env.NCCLLibrary != nil && k.Backend != "cpu" {
-		s.readBudget()
+		s.startBudget()
 	}
 }
 
@@ -496,6 +498,7 @@ func (s *Session) compile() (backend.Compiled, error) {
 }
 
 func (s *Session) compileGPU() (backend.Compiled, error) {
+	s.waitBudget()
 	budget := s.knobs.MaxRegisters
 	if s.budget > 0 {
 		budget = s.budget
@@ -598,6 +601,9 @@ func (s *Session) Finalize(id uint64) {
 	delete(s.comms, id)
 	if s.drainer == nil {
 		return
+	}
+	if len(s.comms) == 0 {
+		s.waitBudget() // its INFO line is the job's, even where no hook was asked for
 	}
 	if len(s.comms) > 0 {
 		if c.hookAsked && s.module != nil && s.module.Work {
