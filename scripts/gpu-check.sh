@@ -22,8 +22,8 @@
 #      torch_nccl_load.py --ranks 2 from host events, the hook's added time inside a 2-rank
 #      all-reduce (scripts/nccl-ranks-bench.sh) and a planted straggler (scripts/nccl-straggler.sh)
 #   9. budget: the plugin's INFO line of the register budget it read from the NCCL that loaded
-#      it (torch's wheel NCCL through torch, which loads it with local symbols; each NCCL of the
-#      host step's accept runs), never "version unknown"; every kernel of each NCCL read by
+#      it (accept.cu linked against the wheel's NCCL and each patched NCCL of step 1; torch's wheel
+#      NCCL through torch, which loads it with local symbols), never "version unknown"; every kernel of each NCCL read by
 #      internal/fatbin against cuobjdump -res-usage, with the time it took; the fixtures; NCCL
 #      loaded with local symbols (plugin TestNCCLLoadedWithLocalSymbols)
 # Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 budget sass bench ranks"
@@ -70,26 +70,42 @@ has() { [[ " $STEPS " == *" $1 "* ]]; }
 # each NCCL that loaded it, and checks what internal/fatbin reads against cuobjdump.
 budget_step() {
   echo "== budget: the register budget read from the NCCL that loads the plugin"
-  local pat='ncclhooks: [^ ].* at /[^ ]*: .*; read in [^ ]+' f d libs=() wheel
-  for d in "$WORK"/host/*-host "$WORK"/host/*-device; do
-    [ -d "$d" ] || continue
-    f=$(ls "$d"/*-c1.log 2>/dev/null | head -1)
-    [ -n "$f" ] || continue
-    echo "-- $(basename "$d"): accept linked against that NCCL ($f)"
-    grep -m1 -oE "$pat" "$f" || { echo "FAIL budget: no budget line in $f:"; grep -m5 ncclhooks "$f"; }
-    ! grep -m1 "version unknown" "$f" || echo "FAIL budget: the NCCL version is unknown in $f"
-  done
+  local pat='ncclhooks: [^ ].* at /[^ ]*: .*; read in [^ ]+' libs=() wheel tag
+  # budget_line LIBDIR INCDIR LABEL SOURCE: accept.cu (1 communicator, send/recv to self) linked
+  # against that NCCL loads the plugin once; its budget line, and never "version unknown".
+  budget_line() {
+    local W=$WORK/budget-$3
+    mkdir -p "$W"
+    nvcc -std=c++17 -O2 -arch=sm_90 -o "$W/accept" nccl/accept/accept.cu -I"$2" -Xlinker "$1/libnccl.so.2" -lpthread \
+      -Xlinker -rpath -Xlinker "$1" > "$W/build.log" 2>&1 || { echo "FAIL budget $3: building accept.cu:"; tail -5 "$W/build.log"; return; }
+    LD_LIBRARY_PATH=$1 NCCL_PROFILER_PLUGIN=$ROOT/$BIN/libnccl-profiler-hooks.so NCCL_HOOKS_PROFILE=$ROOT/examples/latency.yaml \
+      NCCL_HOOKS_DUMP_DIR=$W/out NCCL_HOOKS_SOURCE=$4 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,PROFILE \
+      timeout 120 "$W/accept" --comms 1 --iters 5 --graph-iters 2 --replays 1 > "$W/run.log" 2>&1
+    echo "-- $3 (accept exit $?, NCCL_HOOKS_SOURCE=$4): $(grep -m1 -oE 'Loaded [A-Za-z0-9_-]+ \(v[0-9]+\)' "$W/run.log")"
+    grep -m1 -oE "$pat" "$W/run.log" || { echo "FAIL budget $3: no budget line:"; grep -m8 ncclhooks "$W/run.log"; }
+    ! grep -m1 "version unknown" "$W/run.log" || echo "FAIL budget $3: the NCCL version is unknown"
+  }
   if [ "${HOST_WHEEL:-1}" = 1 ]; then
+    wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+    if [ -f "$wheel/lib/libnccl.so.2" ]; then
+      libs+=("$wheel/lib/libnccl.so.2")
+      budget_line "$wheel/lib" "$wheel/include" wheel host
+    else
+      echo "FAIL budget: the torch wheel's NCCL not found ('$wheel')"
+    fi
     echo "-- torch with the wheel's NCCL (torch loads it with local symbols)"
     timeout 300 python3 internal/harness/torch/torch_nccl_load.py $BIN/libnccl-profiler-hooks.so examples/latency.yaml "$WORK/budget-torch" > "$WORK/budget-torch.log" 2>&1
     echo "torch_nccl_load.py exit $? (77 = skipped: 1 rank has no kernel channels)"
-    grep -m1 -oE "$pat" "$WORK/budget-torch.log" || { echo "FAIL budget: no budget line from torch:"; grep -m8 ncclhooks "$WORK/budget-torch.log"; }
-    ! grep -m1 "version unknown" "$WORK/budget-torch.log" || echo "FAIL budget: the NCCL version is unknown under torch"
-    wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
-    [ -f "$wheel/lib/libnccl.so.2" ] && libs+=("$wheel/lib/libnccl.so.2")
+    grep -m1 -oE "$pat" "$WORK/budget-torch.log" || { echo "FAIL budget torch: no budget line:"; grep -m8 ncclhooks "$WORK/budget-torch.log"; }
+    ! grep -m1 "version unknown" "$WORK/budget-torch.log" || echo "FAIL budget torch: the NCCL version is unknown"
   fi
   for tag in "${TAGS[@]}"; do
-    [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] && libs+=("$(realpath "$WORK/nccl-$tag/lib/libnccl.so.2")")
+    if [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ]; then
+      libs+=("$(realpath "$WORK/nccl-$tag/lib/libnccl.so.2")")
+      budget_line "$(realpath "$WORK/nccl-$tag/lib")" "$WORK/nccl-$tag/include" "patched-$tag" device
+    else
+      echo "SKIP budget patched $tag: not built in $WORK/nccl-$tag (STEPS must include nccl)"
+    fi
   done
   echo "-- each NCCL's kernels read by internal/fatbin against cuobjdump -res-usage, and the fixtures"
   (cd internal/fatbin && NCCLHOOKS_FATBIN_LIBS=$(IFS=:; echo "${libs[*]}") timeout 300 "$ROOT/$BIN/internal_fatbin.test" -test.v -test.count=1 \
