@@ -62,7 +62,7 @@ type Knobs struct {
 	PromAddr      string        // NCCL_HOOKS_PROM_ADDR: serve /metrics there (host defaults to 127.0.0.1)
 	PromDumpStats bool          // NCCL_HOOKS_PROM_DUMP_STATS: 1 adds capture statistics to Prometheus output
 	NVRTCOptions  string        // NCCL_HOOKS_NVRTC_OPTIONS: extra NVRTC options for the hook module
-	MaxRegisters  int           // NCCL_HOOKS_MAX_REGISTERS: registers a hook may use (0: the default budget)
+	MaxRegisters  int           // NCCL_HOOKS_MAX_REGISTERS: registers a hook may use (0: read from the kernels that call the hook)
 	RegisterCaps  []int         // NCCL_HOOKS_REGISTER_CAPS: diagnostics: the --maxrregcount values to try, in order
 	SharedCtx     bool          // NCCL_HOOKS_SHARED_CTX: diagnostics: every communicator gets communicator 0's context
 	// TermDump (NCCL_HOOKS_SIGTERM_DUMP) is the longest SIGTERM waits for
