@@ -99,15 +99,7 @@ func (s *Session) readBudget(k Knobs, host bool) budgetResult {
 	lib := s.env.NCCLLibrary()
 	version := s.env.NCCLVersion()
 	harness := s.env.HarnessPresent()
-	name := "NCCL (version unknown)"
-	switch {
-	case harness && version == 0:
-		name = "the ncclhooks harness"
-	case version > 0:
-		name = fmt.Sprintf("NCCL %d.%d.%d", version/10000, version/100%100, version%100)
-	case lib.HookPath != "":
-		name = filepath.Base(lib.HookPath) + " (no ncclGetVersion: not NCCL)"
-	}
+	name := s.ncclName(lib)
 	path, calls := lib.HookPath, true
 	if path == "" {
 		path, calls = lib.Path, false
@@ -144,6 +136,22 @@ func (s *Session) readBudget(k Knobs, host bool) budgetResult {
 	}
 	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s%s: %s: %s; read in %v", name, at, what, how, took))
 	return r
+}
+
+// ncclName names the NCCL that called init: "NCCL 2.30.7", "the ncclhooks
+// harness", or the library whose kernels call the hook where it is not NCCL
+// (it has no ncclGetVersion).
+func (s *Session) ncclName(lib NCCLLibrary) string {
+	version := s.env.NCCLVersion()
+	switch {
+	case version > 0:
+		return fmt.Sprintf("NCCL %d.%d.%d", version/10000, version/100%100, version%100)
+	case s.env.HarnessPresent():
+		return "the ncclhooks harness"
+	case lib.HookPath != "":
+		return filepath.Base(lib.HookPath) + " (no ncclGetVersion: not NCCL)"
+	}
+	return "NCCL (version unknown)"
 }
 
 func fallbackWhy(budget int) string {

@@ -32,7 +32,11 @@ func (s *Session) chooseSource() {
 	default:
 		s.host = !s.env.DeviceHookNCCL()
 	}
-	nccl := ncclDescription(s.env.NCCLVersion(), s.version)
+	var lib NCCLLibrary
+	if s.env.NCCLLibrary != nil {
+		lib = s.env.NCCLLibrary()
+	}
+	nccl := ncclDescription(s.ncclName(lib), s.version)
 	if !s.host {
 		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: the hooks run in NCCL's kernels (device hook; NCCL_HOOKS_SOURCE=%s)", nccl, s.knobs.Source))
 		return
@@ -54,12 +58,9 @@ func (s *Session) chooseSource() {
 		nccl, s.knobs.Source, time.Since(start).Round(time.Microsecond), c.Info()))
 }
 
-// ncclDescription says which NCCL loaded which of the plugin's structs.
-func ncclDescription(version, profilerVersion int) string {
-	nccl := "NCCL (version unknown)"
-	if version > 0 {
-		nccl = fmt.Sprintf("NCCL %d.%d.%d", version/10000, version/100%100, version%100)
-	}
+// ncclDescription says which NCCL (ncclName) loaded which of the plugin's
+// structs.
+func ncclDescription(nccl string, profilerVersion int) string {
 	if profilerVersion > 0 {
 		nccl += fmt.Sprintf(" loaded ncclProfiler_v%d", profilerVersion)
 	}
