@@ -12,7 +12,9 @@
 #
 # Run on a machine with nvcc (the GPU machine: CUDA 13.0), from the repository root:
 #   scripts/make-cubin-fixture.sh [OUTDIR]      (default internal/fatbin/testdata/nvcc; ARCH: sm_90)
-# then commit OUTDIR (tens of KB in all; the script fails past 256 KB).
+# then commit OUTDIR (about 100 KB in all; the script fails past 256 KB). The committed one was
+# built without a GPU by Debian's nvcc 11.8 (nvidia-cuda-toolkit, non-free; gcc 12 needs
+# NVCC_APPEND_FLAGS=-allow-unsupported-compiler); a run with nvcc 13.0 replaces it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-internal/fatbin/testdata/nvcc}
