@@ -136,7 +136,7 @@ main() {
       name=$(echo $p | tr / _)
       echo "== go test ./$p (NCCLHOOKS_REQUIRE_GPU=1)"
       (cd $p && NCCLHOOKS_PLUGIN=$ROOT/$BIN/libnccl-profiler-hooks.so NCCLHOOKS_CLI=$ROOT/$BIN/ncclhooks \
-        NCCLHOOKS_MATRIX_OUT=$WORK/caller-matrix.md timeout 400 "$ROOT/$BIN/$name.test" -test.v -test.count=1 \
+        NCCLHOOKS_MATRIX_OUT=$WORK/caller-matrix.md timeout 560 "$ROOT/$BIN/$name.test" -test.v -test.count=1 \
         > "$WORK/test-$name.log" 2>&1; echo "exit $?")
       grep -E "^(--- |PASS|FAIL|ok|panic)|caller matrix|^\| " "$WORK/test-$name.log" | head -60
       grep -E "^\s+\S+_test.go:[0-9]+: " "$WORK/test-$name.log" | grep -vE "GPU test skipped" | head -40
