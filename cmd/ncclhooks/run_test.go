@@ -212,12 +212,14 @@ func TestRunRecordsRoundTrip(t *testing.T) {
 	}
 }
 
-func TestRunBadProfileExit2(t *testing.T) {
+// An invalid profile is a verdict against the input: exit 1 from run as
+// from validate (issue 34.8).
+func TestRunBadProfileExit1(t *testing.T) {
 	dir := t.TempDir()
 	prof := writeFile(t, dir, "bad.yaml", "version: 1\nname: bad\nhooks:\n  - name: h\n    when: phase ==\n    fields: [phase]\n")
 	out, code := cli(t, "run", prof, "--backend", "cpu")
-	if code != 2 || !regexp.MustCompile(`bad\.yaml:5:\d+`).MatchString(out) {
-		t.Fatalf("exit %d, want 2 with bad.yaml:5:col:\n%s", code, out)
+	if code != 1 || !regexp.MustCompile(`bad\.yaml:5:\d+`).MatchString(out) {
+		t.Fatalf("exit %d, want 1 with bad.yaml:5:col:\n%s", code, out)
 	}
 	out, code = cli(t, "validate", prof, "../../examples/all-events.yaml")
 	if code != 1 || !strings.Contains(out, "bad.yaml:5:") || !strings.Contains(out, "all-events.yaml: ok") {
