@@ -347,8 +347,9 @@ func TestRunPlantedSlowdown(t *testing.T) {
 	if r := median(dir) / median(plain); r < 1.5 || r > 6 {
 		t.Errorf("--slowdown 3: work items %.2fx as long as without", r)
 	}
+	// Refused before the run, with the range: a usage error (issue 34.3).
 	for _, bad := range []string{"0.5", "1000"} {
-		if out, code := cli(t, "run", "../../examples/all-events.yaml", "--backend", "cpu", "--out", t.TempDir(), "--items", "10", "--slowdown", bad); code != 1 || !strings.Contains(out, "give a factor from 1 to 100") {
+		if out, code := cli(t, "run", "../../examples/all-events.yaml", "--backend", "cpu", "--out", t.TempDir(), "--items", "10", "--slowdown", bad); code != 2 || !strings.Contains(out, "ncclhooks run: slowdown "+bad+": allowed 1 to 100") {
 			t.Errorf("--slowdown %s: exit %d:\n%s", bad, code, out)
 		}
 	}
