@@ -20,12 +20,15 @@
 #      (host231: NCCL's dev branch, unpatched; HOST_WHEEL=0 leaves out the wheel and torch)
 #   8. ranks: real collectives between 2 and 4 ranks on GPU 0 (scripts/nccl-ranks.sh, nccl-tests),
 #      torch_nccl_load.py --ranks 2 from host events, the hook's added time inside a 2-rank
-#      all-reduce (scripts/nccl-ranks-bench.sh) and a planted straggler (scripts/nccl-straggler.sh)
+#      all-reduce (scripts/nccl-ranks-bench.sh) and a planted straggler (scripts/nccl-straggler.sh),
+#      those two under MPS where the machine has it; for NCCL >= 2.30 also the ranks joined by
+#      NCCL_MULTI_RANK_GPU_ENABLE=1 (BENCH_ROUNDS: the bench's rounds, default 10)
 #   9. budget: the plugin's INFO line of the register budget it read from the NCCL that loaded
-#      it (accept.cu linked against the wheel's NCCL and each patched NCCL of step 1; torch's wheel
-#      NCCL through torch, which loads it with local symbols), never "version unknown"; every kernel of each NCCL read by
-#      internal/fatbin against cuobjdump -res-usage, with the time it took; the fixtures; NCCL
-#      loaded with local symbols (plugin TestNCCLLoadedWithLocalSymbols)
+#      it (accept.cu linked against the wheel's NCCL and each patched NCCL of step 1; torch's
+#      wheel NCCL through torch, which loads it with local symbols), never "version unknown";
+#      every kernel of each NCCL read by internal/fatbin against cuobjdump -res-usage, with the
+#      time it took; the fixtures; NCCL loaded with local symbols (plugin
+#      TestNCCLLoadedWithLocalSymbols)
 # Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 budget sass bench ranks"
 # picks steps (default all but sass, bench and ranks), GPU_TESTS test packages, NCCL_TAGS tags,
 # BENCH_RATES the bench's event rates (default 1e7).
@@ -64,6 +67,17 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export NCCL_HOOKS_CACHE_DIR=/tmp/ncclhooks-cache
 export NCCLHOOKS_REQUIRE_GPU=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
+# at_least_230 TAG: NCCL_MULTI_RANK_GPU_ENABLE exists from NCCL 2.30 on.
+at_least_230() { [[ $1 =~ ^v2\.([0-9]+)\. ]] && (( BASH_REMATCH[1] >= 30 )); }
+# MPS lets the processes of one GPU run at once. mps_start: the daemon, where the machine has it.
+MPS_CTL=$(command -v nvidia-cuda-mps-control || ls /usr/local/nvidia/bin/nvidia-cuda-mps-control 2>/dev/null)
+mps_start() {
+  [ -n "$MPS_CTL" ] || { echo "no nvidia-cuda-mps-control: the ranks take turns on the GPU"; return; }
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p $CUDA_MPS_PIPE_DIRECTORY $CUDA_MPS_LOG_DIRECTORY
+  "$MPS_CTL" -d && echo "MPS on ($MPS_CTL)"
+}
+mps_stop() { [ -n "$MPS_CTL" ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && { echo quit | "$MPS_CTL"; echo "MPS off (exit $?)"; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; }; }
 
 # budget_step prints the plugin's budget line ("ncclhooks: NCCL 2.30.7 at PATH: 312 kernels call the
 # hook, 96 registers each, stack 552-792 B: hooks built for at most 96 registers; read in 3ms") of
@@ -236,6 +250,11 @@ if k:
       echo "== ranks: nccl-tests on patched NCCL $tag, NCCL_HOOKS_SOURCE=device (Ring, LL/Simple: the functions built)"
       NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device
       echo "exit $? (ranks, patched $tag, device)"
+      if at_least_230 $tag; then
+        echo "== ranks: nccl-tests on patched NCCL $tag, ranks sharing the GPU by NCCL_MULTI_RANK_GPU_ENABLE=1, device hook"
+        NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device --join multirank
+        echo "exit $? (ranks, patched $tag, device, multirank)"
+      fi
     done
     echo "== ranks: torch with the wheel's NCCL, 2 processes on GPU 0 (NCCL_HOSTID each), NCCL_HOOKS_SOURCE=host"
     for prof in latency all-events; do
@@ -246,12 +265,16 @@ if k:
     done
     tag=${TAGS[0]}
     if [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ]; then
+      # Without MPS the ranks' processes take turns on the GPU (time slices of ~2 ms: an
+      # 8 B all-reduce took 2281 us), which hides what a hook adds; with it they run together.
+      mps_start
       echo "== ranks: the time a hook adds inside all-reduce between 2 ranks (patched NCCL $tag, device hook)"
-      NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks-bench.sh "$WORK/nccl-$tag" "patched-$tag" --source device
+      NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks-bench.sh "$WORK/nccl-$tag" "patched-$tag" --source device --rounds ${BENCH_ROUNDS:-10}
       echo "exit $? (ranks bench)"
       echo "== ranks: a planted straggler between 4 ranks (patched NCCL $tag, device hook)"
       NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-straggler.sh "$WORK/nccl-$tag" "patched-$tag" --source device
       echo "exit $? (straggler)"
+      mps_stop
     fi
   fi
   if has budget; then

@@ -4,7 +4,9 @@
 # NCCL_HOSTID: NCCL's socket transport over loopback), with no plugin and with
 # each profile, in interleaved rounds (the order rotates each round), so that
 # drift of the machine falls on every profile alike.
-#   scripts/nccl-ranks-bench.sh NCCL_DIR LABEL [--source device|host] [--rounds R] [--profiles "..."] [--ranks N]
+# --join multirank (NCCL >= 2.30): one host identity and NCCL_MULTI_RANK_GPU_ENABLE=1
+# instead (NCCL's transports within one GPU, no sockets).
+#   scripts/nccl-ranks-bench.sh NCCL_DIR LABEL [--source device|host] [--join hostid|multirank] [--rounds R] [--profiles "..."] [--ranks N]
 # Per size (8 B, 64 KiB, 1 MiB, 64 MiB): the out-of-place time rank 0 reports (the mean
 # of -n ITERS calls), the median over rounds with min-max, and the median's change
 # against no plugin. Table: $OUT/ranks-bench-LABEL-SOURCE.md.
@@ -13,11 +15,12 @@ cd "$(dirname "$0")/.."
 NCCL=$(realpath "${1:?usage: nccl-ranks-bench.sh NCCL_DIR LABEL [--source device|host] [--rounds R]}")
 LABEL=${2:?LABEL}
 shift 2
-SOURCE=device ROUNDS=5 NRANKS=2 PROFILES="nop drain-latency latency all-events"
+SOURCE=device JOIN=hostid ROUNDS=5 NRANKS=2 PROFILES="nop drain-latency latency all-events"
 while [ $# -gt 0 ]; do
   case $1 in
     --source) SOURCE=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
+    --join) JOIN=$2; shift 2 ;;
     --profiles) PROFILES=$2; shift 2 ;;
     --ranks) NRANKS=$2; shift 2 ;;
     *) echo "nccl-ranks-bench.sh: unknown option $1" >&2; exit 2 ;;
@@ -25,7 +28,12 @@ while [ $# -gt 0 ]; do
 done
 BIN=${BIN:-.dev/gpu}
 OUT=${OUT:-out/nccl-ranks}
-W=${WORK:-/tmp/nccl-ranks}/bench-$LABEL-$SOURCE
+case $JOIN in
+  hostid) join() { echo NCCL_HOSTID=ncclhooks-rank$1; } ;;
+  multirank) join() { echo NCCL_MULTI_RANK_GPU_ENABLE=1; } ;;
+  *) echo "nccl-ranks-bench.sh: --join hostid|multirank, not $JOIN" >&2; exit 2 ;;
+esac
+W=${WORK:-/tmp/nccl-ranks}/bench-$LABEL-$SOURCE-$JOIN
 mkdir -p "$OUT" "$W"
 PLUGIN=$(realpath "$BIN/libnccl-profiler-hooks.so")
 export NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME=lo NCCL_HOOKS_CACHE_DIR=$W/cache
@@ -41,7 +49,7 @@ job() {
   local d=$1 prof=$2 pids=() r rc=0
   port=$((port + 1)); rm -rf "$d"; mkdir -p "$d"
   for ((r = 0; r < NRANKS; r++)); do
-    env NCCL_TESTS_NPROCS=$NRANKS NCCL_TESTS_PROC=$r NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=ncclhooks-rank$r \
+    env NCCL_TESTS_NPROCS=$NRANKS NCCL_TESTS_PROC=$r NCCL_COMM_ID=127.0.0.1:$port $(join $r) \
       ${prof:+NCCL_PROFILER_PLUGIN=$PLUGIN NCCL_HOOKS_PROFILE=$(profile $prof) NCCL_HOOKS_SOURCE=$SOURCE NCCL_HOOKS_DUMP_DIR=$d} \
       NCCL_DEBUG=WARN timeout 120 "$T/build/all_reduce_perf" -b 8 -e 64M -f 2 -g 1 -c 0 -w 5 -n ${ITERS:-20} > "$d/rank$r.log" 2>&1 &
     pids+=($!)
@@ -57,7 +65,7 @@ for ((round = 0; round < ROUNDS; round++)); do
     job "$W/r$round-$prof" "$p" || status=1
   done
 done
-python3 - "$W" "$ROUNDS" "$LABEL" "$SOURCE" "$NRANKS" ${all[@]} > "$OUT/ranks-bench-$LABEL-$SOURCE.md" <<'PY'
+python3 - "$W" "$ROUNDS" "$LABEL, joined by $JOIN" "$SOURCE" "$NRANKS" ${all[@]} > "$OUT/ranks-bench-$LABEL-$SOURCE-$JOIN.md" <<'PY'
 import re, statistics, sys
 w, rounds, label, source, nranks, profs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
 sizes = [8, 65536, 1 << 20, 64 << 20]
@@ -91,5 +99,5 @@ for s in sizes:
         cells.append(c + f" n={len(v)}")
     print(f"| {name(s)} | " + " | ".join(cells) + " |")
 PY
-cat "$OUT/ranks-bench-$LABEL-$SOURCE.md"
+cat "$OUT/ranks-bench-$LABEL-$SOURCE-$JOIN.md"
 exit $status

@@ -4,7 +4,10 @@
 # its own process with its own NCCL_HOSTID, so that NCCL treats the ranks as
 # separate nodes and joins them through its socket transport over loopback
 # (proxy operations, so KernelCh/ProxyOp host events).
-#   scripts/nccl-ranks.sh NCCL_DIR LABEL [--source host|device] [--ranks "2 4"] [--tests "..."] [--profiles "..."]
+# With --join multirank (NCCL >= 2.30) the ranks keep one host identity and
+# NCCL_MULTI_RANK_GPU_ENABLE=1 lets them share the GPU: NCCL's intra-node
+# transports (P2P/SHM on one device), no proxy, so device-hook events only.
+#   scripts/nccl-ranks.sh NCCL_DIR LABEL [--source host|device] [--join hostid|multirank] [--ranks "2 4"] [--tests "..."] [--profiles "..."]
 # NCCL_DIR holds lib/libnccl.so.2 and include/nccl.h (a build of scripts/build-nccl.sh,
 # or the torch wheel's nvidia/nccl). Builds nccl-tests from nccl/src/nccl-tests.tar.xz
 # against it, then per test and rank count: once with no plugin, once per profile.
@@ -17,10 +20,11 @@ cd "$(dirname "$0")/.."
 NCCL=$(realpath "${1:?usage: nccl-ranks.sh NCCL_DIR LABEL [--source host|device]}")
 LABEL=${2:?LABEL}
 shift 2
-SOURCE=host RANKS="2 4" TESTS="all_reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf" PROFILES="latency all-events"
+SOURCE=host JOIN=hostid RANKS="2 4" TESTS="all_reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf" PROFILES="latency all-events"
 while [ $# -gt 0 ]; do
   case $1 in
     --source) SOURCE=$2; shift 2 ;;
+    --join) JOIN=$2; shift 2 ;;
     --ranks) RANKS=$2; shift 2 ;;
     --tests) TESTS=$2; shift 2 ;;
     --profiles) PROFILES=$2; shift 2 ;;
@@ -29,7 +33,12 @@ while [ $# -gt 0 ]; do
 done
 BIN=${BIN:-.dev/gpu}
 OUT=${OUT:-out/nccl-ranks}
-W=${WORK:-/tmp/nccl-ranks}/$LABEL-$SOURCE
+case $JOIN in
+  hostid) join() { echo NCCL_HOSTID=ncclhooks-rank$1; } ;;
+  multirank) join() { echo NCCL_MULTI_RANK_GPU_ENABLE=1; } ;;
+  *) echo "nccl-ranks.sh: --join hostid|multirank, not $JOIN" >&2; exit 2 ;;
+esac
+W=${WORK:-/tmp/nccl-ranks}/$LABEL-$SOURCE-$JOIN
 mkdir -p "$OUT" "$W"
 PLUGIN=$(realpath "$BIN/libnccl-profiler-hooks.so")
 CLI=$(realpath "$BIN/ncclhooks")
@@ -52,7 +61,7 @@ ranks() {
   port=$((port + 1))
   mkdir -p "$d"
   for ((r = 0; r < n; r++)); do
-    env NCCL_TESTS_NPROCS=$n NCCL_TESTS_PROC=$r NCCL_COMM_ID=127.0.0.1:$port NCCL_HOSTID=ncclhooks-rank$r \
+    env NCCL_TESTS_NPROCS=$n NCCL_TESTS_PROC=$r NCCL_COMM_ID=127.0.0.1:$port $(join $r) \
       ${prof:+NCCL_PROFILER_PLUGIN=$PLUGIN NCCL_HOOKS_PROFILE=$(profile $prof) NCCL_HOOKS_SOURCE=$SOURCE NCCL_HOOKS_DUMP_DIR=$d} \
       NCCL_DEBUG=WARN timeout 240 "$T/build/$t" -b 8 -e 64M -f 8 -g 1 -c 1 -w 2 -n ${ITERS:-5} > "$d/rank$r.log" 2>&1 &
     pids+=($!)
@@ -62,8 +71,8 @@ ranks() {
 }
 
 status=0
-md=$OUT/ranks-$LABEL-$SOURCE.md
-{ echo "NCCL $(grep -m3 -E '#define NCCL_(MAJOR|MINOR|PATCH) ' "$NCCL/include/nccl.h" | awk '{printf "%s%s", (NR>1?".":""), $3}') ($LABEL), NCCL_HOOKS_SOURCE=$SOURCE, nccl-tests -b 8 -e 64M -f 8 -c 1, one process per rank on GPU 0"; echo
+md=$OUT/ranks-$LABEL-$SOURCE-$JOIN.md
+{ echo "NCCL $(grep -m3 -E '#define NCCL_(MAJOR|MINOR|PATCH) ' "$NCCL/include/nccl.h" | awk '{printf "%s%s", (NR>1?".":""), $3}') ($LABEL), NCCL_HOOKS_SOURCE=$SOURCE, nccl-tests -b 8 -e 64M -f 8 -c 1, one process per rank on GPU 0, joined by $([ $JOIN = hostid ] && echo "an NCCL_HOSTID each (socket transport over lo)" || echo "NCCL_MULTI_RANK_GPU_ENABLE=1 (one host)")"; echo
   echo "| test | ranks | profile | ranks' exit | #wrong (rank 0) | check | records | seconds |"; echo "| --- | --- | --- | --- | --- | --- | --- | --- |"; } > "$md"
 for n in $RANKS; do
   for t in $TESTS; do

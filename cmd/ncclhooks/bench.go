@@ -75,13 +75,13 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	b := &bench{lib: lib, ordinal: *ordinal, md: &md, out: stdout, cpuProfile: *cpuProfile, batches: *batches}
 	if err := b.run(strings.Split(*profiles, ","), rateList); err != nil {
 		fmt.Fprintf(stderr, "ncclhooks bench: %v\n", err)
-		return 1
+		return exitNoVerdict
 	}
 	if *outFile != "" {
 		f, err := os.OpenFile(*outFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
+			fmt.Fprintln(stderr, "ncclhooks bench:", err)
+			return exitNoVerdict
 		}
 		defer f.Close()
 		fmt.Fprint(f, md.String())

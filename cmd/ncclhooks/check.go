@@ -26,36 +26,51 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+		return exitUsage
 	}
-	if fs.NArg() != 1 || *profPath == "" {
+	if code := needArgs(fs, stderr, 1, 1, "OUTPUT_DIR"); code != exitOK {
+		return code
+	}
+	if *profPath == "" {
+		fmt.Fprintln(stderr, "ncclhooks check: missing --profile PROFILE: the profile the job ran, to check its output against")
 		fs.Usage()
-		return 2
+		return exitUsage
 	}
 	prof, err := config.Load(*profPath)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
+		return profileError("check", err, stderr)
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "ncclhooks check:", err)
+		return exitNoVerdict
 	}
 	files, err := harness.OutputFiles(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintln(stderr, "ncclhooks check:", err)
-		return 2
+		return fail(err)
+	}
+	// Checked against another profile, every count would be wrong: refuse
+	// before checking anything.
+	for _, file := range files {
+		h, err := harness.ReadHeader(file)
+		if err != nil {
+			return fail(err)
+		}
+		if err := harness.SameProfile(prof, h); err != nil {
+			return fail(fmt.Errorf("%s: %w: give --profile the profile the job ran", file, err))
+		}
 	}
 	var logs map[int][]harness.Event
 	var emitted map[int]uint64
 	if *events != "" {
 		if logs, emitted, err = harness.ReadEventLogs(*events); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
+			return fail(err)
 		}
 	}
 	ok := true
 	for _, file := range files {
 		s, err := harness.CheckFile(prof, file, 0, logs, emitted)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 2
+			return fail(err)
 		}
 		fmt.Fprintf(stdout, "%s: %d device(s), comm lines per device %v\n", file, s.Config.Devices, s.CommLines)
 		s.Print(stdout)
@@ -71,8 +86,8 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	if !ok {
 		fmt.Fprintln(stdout, "result: MISMATCH")
-		return 1
+		return exitVerdict
 	}
 	fmt.Fprintln(stdout, "result: exact")
-	return 0
+	return exitOK
 }

@@ -55,8 +55,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	case fs.NArg() == 0 && len(baseFlags) > 0 && len(newFlags) > 0:
 		baseArgs, newArgs = baseFlags, newFlags
 	default:
-		fs.Usage()
-		return diffError
+		return diffArgsError(fs, len(baseFlags), len(newFlags), stderr)
 	}
 	opts, err := diffOptions(diffFlags{stats: *stats, maxRegress: *maxRegress, confidence: *confidence, minCapture: *minCapture,
 		minSamples: *minSamples, byChannel: *byChannel, allowMixed: *allowMixed})

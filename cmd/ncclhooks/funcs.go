@@ -36,9 +36,8 @@ Exit status: 0 done, 2 usage or input error.
 	if err := parseInterspersed(fs, args); err != nil {
 		return 2
 	}
-	if fs.NArg() > 1 {
-		fs.Usage()
-		return 2
+	if code := needArgs(fs, stderr, 0, 1, "OUTPUT"); code != exitOK {
+		return code
 	}
 	var names []string
 	from := "the ncclhooks harness's table (ncclhooks run)"

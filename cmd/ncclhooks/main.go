@@ -30,10 +30,15 @@ options, before or after the command:
   --version       the version, from the build information
 
 Run "ncclhooks help COMMAND" or "ncclhooks COMMAND -h" for a command's flags.
-`
+
+` + exitTable
 
 // quiet is --quiet: commands leave out what is not a result or an error.
 var quiet bool
+
+// command is the command running, for messages of helpers that several
+// commands share ("ncclhooks report: warning: ...").
+var command string
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -68,12 +73,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		fmt.Fprint(stderr, usage)
-		return 2
+		return exitUsage
+	}
+	if help && args[0] == "help" { // help help
+		fmt.Fprint(stdout, usage)
+		return exitOK
 	}
 	f, ok := commands()[args[0]]
 	if !ok {
 		fmt.Fprintf(stderr, "ncclhooks: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		return exitUsage
 	}
 	if help {
 		// The command prints its usage for -h; asked for, it goes to
@@ -83,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	command = args[0]
 	return f(args[1:], stdout, stderr)
 }
 

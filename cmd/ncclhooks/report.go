@@ -39,17 +39,16 @@ the group with the largest p50 marked slowest, with the clock slowdowns
 of each collective (comm_id, channel, workCounter) across its ranks: latest
 START - earliest, p50/p99/max, and the straggler, the rank the others wait for
 (whose own work items are then the shortest: "slowest" blames the waiting).
-Exit status: 0 done, 2 usage or input error.
+Exit status: 0 done, 2 usage or input error (ncclhooks help: the table).
 
 `)
 		fs.PrintDefaults()
 	}
 	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+		return exitUsage
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return 2
+	if code := needArgs(fs, stderr, 1, -1, "OUTPUT (a JSON lines file or a dump directory)"); code != exitOK {
+		return code
 	}
 	format, err := outputFormat(*asJSON, *asMarkdown)
 	if err != nil {
@@ -99,10 +98,22 @@ func outputFormat(asJSON, asMarkdown bool) (report.Format, error) {
 // parseInterspersed parses flags given before, between or after the
 // positional arguments ("report out/ --json"), as users type them. A "--"
 // ends the flags.
+// A bad flag is said as "ncclhooks CMD: ..." before the usage (the flag
+// package would print it bare).
 func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	defer func() { fs.Usage = usage; fs.SetOutput(out) }()
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			fs.Usage = usage
+			fs.SetOutput(out)
+			if !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(out, "ncclhooks %s: %v\n", fs.Name(), err)
+			}
+			usage()
 			return err
 		}
 		rest := fs.Args()
@@ -125,7 +136,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) error {
 // readOptions sets up reading, with a progress line when stderr is a
 // terminal (not with --quiet).
 func readOptions(allowMixed bool, stderr io.Writer) report.Options {
-	opts := report.Options{AllowMixed: allowMixed, Warn: func(msg string) { fmt.Fprintln(stderr, "warning: "+msg) }}
+	opts := report.Options{AllowMixed: allowMixed, Warn: func(msg string) { fmt.Fprintf(stderr, "ncclhooks %s: warning: %s\n", command, msg) }}
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) && !quiet {
 		opts.Progress = progressLine(f)
 	}

@@ -212,12 +212,14 @@ func TestRunRecordsRoundTrip(t *testing.T) {
 	}
 }
 
-func TestRunBadProfileExit2(t *testing.T) {
+// An invalid profile is a verdict against the input: exit 1 from run as
+// from validate (issue 34.8).
+func TestRunBadProfileExit1(t *testing.T) {
 	dir := t.TempDir()
 	prof := writeFile(t, dir, "bad.yaml", "version: 1\nname: bad\nhooks:\n  - name: h\n    when: phase ==\n    fields: [phase]\n")
 	out, code := cli(t, "run", prof, "--backend", "cpu")
-	if code != 2 || !regexp.MustCompile(`bad\.yaml:5:\d+`).MatchString(out) {
-		t.Fatalf("exit %d, want 2 with bad.yaml:5:col:\n%s", code, out)
+	if code != 1 || !regexp.MustCompile(`bad\.yaml:5:\d+`).MatchString(out) {
+		t.Fatalf("exit %d, want 1 with bad.yaml:5:col:\n%s", code, out)
 	}
 	out, code = cli(t, "validate", prof, "../../examples/all-events.yaml")
 	if code != 1 || !strings.Contains(out, "bad.yaml:5:") || !strings.Contains(out, "all-events.yaml: ok") {
@@ -345,8 +347,9 @@ func TestRunPlantedSlowdown(t *testing.T) {
 	if r := median(dir) / median(plain); r < 1.5 || r > 6 {
 		t.Errorf("--slowdown 3: work items %.2fx as long as without", r)
 	}
+	// Refused before the run, with the range: a usage error (issue 34.3).
 	for _, bad := range []string{"0.5", "1000"} {
-		if out, code := cli(t, "run", "../../examples/all-events.yaml", "--backend", "cpu", "--out", t.TempDir(), "--items", "10", "--slowdown", bad); code != 1 || !strings.Contains(out, "give a factor from 1 to 100") {
+		if out, code := cli(t, "run", "../../examples/all-events.yaml", "--backend", "cpu", "--out", t.TempDir(), "--items", "10", "--slowdown", bad); code != 2 || !strings.Contains(out, "ncclhooks run: slowdown "+bad+": allowed 1 to 100") {
 			t.Errorf("--slowdown %s: exit %d:\n%s", bad, code, out)
 		}
 	}

@@ -21,17 +21,15 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	var rf runFlags
 	fs := runFlagSet(stderr, &cfg, &rf)
 	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+		return exitUsage
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
+	if code := needArgs(fs, stderr, 1, 1, "PROFILE"); code != exitOK {
+		return code
 	}
 	profPath, _ := filepath.Abs(fs.Arg(0))
 	prof, err := config.Load(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 2
+		return profileError("run", err, stderr)
 	}
 	if code := applyRankFlags(&cfg, &rf, stderr); code != 0 {
 		return code
@@ -39,10 +37,24 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	cfg.Verify = !rf.noVerify
 	if cfg.EventsDir != "" && !cfg.Verify {
 		fmt.Fprintln(stderr, "ncclhooks run: --events-out needs the event log that --no-verify leaves out")
-		return 2
+		return exitUsage
 	}
-	if code := chooseBackend(&cfg, rf.backend, stderr); code != 0 {
+	if code := chooseBackend(&cfg, rf.backend, isSet(fs, "devices"), stderr); code != 0 {
 		return code
+	}
+	// The user's values as given: a zero or a value out of range is
+	// refused with its range, never replaced by a default.
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "ncclhooks run: %s\n", strings.ReplaceAll(err.Error(), "\n", "\nncclhooks run: "))
+		return exitUsage
+	}
+	if cfg.EventsDir != "" {
+		// Before the run, not after it: a run of minutes must not end in
+		// "no such file or directory".
+		if err := os.MkdirAll(cfg.EventsDir, 0o755); err != nil {
+			fmt.Fprintf(stderr, "ncclhooks run: --events-out: %v\n", err)
+			return exitUsage
+		}
 	}
 	cfg.OutputDir = rf.out
 	if cfg.OutputDir == "" {
@@ -54,7 +66,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if cfg.Ranks > 0 && !worker {
 		if cfg.Backend != "cpu" {
 			fmt.Fprintln(stderr, "ncclhooks run: --ranks without --rank (a job of processes with collectives between them) runs on the cpu backend: pass --backend cpu")
-			return 2
+			return exitUsage
 		}
 		return runRanks(fs, args, cfg, cfg.OutputDir, stdout, stderr)
 	}
@@ -68,7 +80,7 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	p, err := harness.Open(rf.plugin)
 	if err != nil {
 		fmt.Fprintf(stderr, "ncclhooks run: %v (build it with make build, or pass --plugin)\n", err)
-		return 2
+		return exitUsage
 	}
 	earlier := outputsIn(cfg.OutputDir)
 	s, err := harness.Run(p, prof, cfg)
@@ -78,8 +90,10 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		printLog(stderr, s.Log)
 	}
 	if err != nil {
+		// The run did not finish or its output could not be read: no
+		// verdict.
 		fmt.Fprintf(stderr, "ncclhooks run: %v\n", err)
-		return 1
+		return exitNoVerdict
 	}
 	rc := printRunSummary(stdout, s, prof, p, cfg)
 	if len(earlier) > 0 && cfg.Barrier == "" { // a job's ranks: its parent says it
@@ -113,11 +127,11 @@ func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagS
 	fs.StringVar(&rf.backend, "backend", "auto", "where hooks run: auto (gpu when one is present, else cpu), gpu, cpu")
 	fs.StringVar(&rf.plugin, "plugin", defaultPlugin(), "the plugin library to load")
 	fs.StringVar(&rf.out, "out", "", "output directory (NCCL_HOOKS_DUMP_DIR; default: the profile's output.dump_dir)")
-	fs.IntVar(&cfg.Devices, "devices", 2, "devices (simulated on cpu; on gpu at most the GPUs present)")
-	fs.IntVar(&cfg.CommsPerDevice, "comms", 2, "communicators per device, concurrent, with the same channel ids")
-	fs.IntVar(&cfg.Channels, "channels", 4, "channels per communicator")
-	fs.IntVar(&cfg.Items, "items", 2000, "work items per channel (per launch on gpu)")
-	fs.IntVar(&cfg.Batch, "batch", 4, "work items per batch (STARTs, work, STOPs)")
+	fs.IntVar(&cfg.Devices, "devices", 2, "devices, 1..256 (simulated on cpu; on gpu at most the GPUs present)")
+	fs.IntVar(&cfg.CommsPerDevice, "comms", 2, "communicators per device, 1..1024, concurrent, with the same channel ids")
+	fs.IntVar(&cfg.Channels, "channels", 4, "channels per communicator, 1..64 (NCCL's MAXCHANNELS); on cpu a thread each, at most 4096 in all")
+	fs.IntVar(&cfg.Items, "items", 2000, "work items per channel (per launch on gpu), 1..100000000")
+	fs.IntVar(&cfg.Batch, "batch", 4, "work items per batch (STARTs, work, STOPs), 1..64")
 	fs.IntVar(&cfg.WorkFloats, "work", 256, "cpu: floats reduced per work item")
 	fs.Float64Var(&cfg.Slowdown, "slowdown", 1, "cpu: plant a regression: stretch every batch's work (busy wait) so each work item lasts this factor as long (1.05: 5% slower)")
 	fs.IntVar(&cfg.BytesPerItem, "bytes", 64<<10, "gpu: bytes moved per work item")
@@ -138,8 +152,14 @@ func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagS
 // chooseBackend sets cfg.Backend from --backend (auto: gpu when one is
 // present) and caps the devices at the GPUs present; it returns the exit
 // code of a refusal, or 0.
-func chooseBackend(cfg *harness.Config, backend string, stderr io.Writer) int {
+func chooseBackend(cfg *harness.Config, backend string, devicesSet bool, stderr io.Writer) int {
 	cfg.Backend = backend
+	switch backend {
+	case "auto", "gpu", "cpu":
+	default:
+		fmt.Fprintf(stderr, "ncclhooks run: --backend %q: use auto (gpu when one is present, else cpu), gpu or cpu\n", backend)
+		return exitUsage
+	}
 	if cfg.Backend == "auto" {
 		cfg.Backend = "cpu"
 		if n, err := gpuCount(); err == nil && n > 0 {
@@ -150,10 +170,14 @@ func chooseBackend(cfg *harness.Config, backend string, stderr io.Writer) int {
 		n, err := gpuCount()
 		if err != nil || n == 0 {
 			fmt.Fprintf(stderr, "ncclhooks run: --backend gpu needs a GPU: %v\n", orNone(err))
-			return 2
+			return exitUsage
 		}
 		if cfg.Devices > n {
-			cfg.Devices = n
+			if devicesSet {
+				fmt.Fprintf(stderr, "ncclhooks run: --devices %d: this machine has %d GPU(s)\n", cfg.Devices, n)
+				return exitUsage
+			}
+			cfg.Devices = n // the default, 2, on a machine of one GPU
 		}
 	}
 	return 0

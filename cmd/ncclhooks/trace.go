@@ -28,17 +28,16 @@ track per on-device aggregate and device (count, sum, min, max, or a
 histogram's mean, a series per function and channel). Device timestamps
 are placed on the host timeline with each device's clock line:
 host_ns = ts - device_ns + host_unix_ns.
-Exit status: 0 done, 2 usage or input error.
+Exit status: 0 done, 2 usage or input error (ncclhooks help: the table).
 
 `)
 		fs.PrintDefaults()
 	}
 	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+		return exitUsage
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return 2
+	if code := needArgs(fs, stderr, 1, -1, "OUTPUT (a JSON lines file or a dump directory)"); code != exitOK {
+		return code
 	}
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "ncclhooks trace:", err)
@@ -70,16 +69,16 @@ Exit status: 0 done, 2 usage or input error.
 	if err := os.Rename(tmp.Name(), *out); err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(stderr, "wrote %s: %d slices on %d tracks of %d process(es), %d drop counter samples, %d aggregate counter tracks (%d samples); %d unpaired START, %d unpaired STOP\n",
+	fmt.Fprintf(stderr, "ncclhooks trace: wrote %s: %d slices on %d tracks of %d process(es), %d drop counter samples, %d aggregate counter tracks (%d samples); %d unpaired START, %d unpaired STOP\n",
 		*out, sum.Slices, sum.Tracks, sum.Processes, sum.Counters, sum.AggTracks, sum.AggCounters, sum.UnpairedStarts, sum.UnpairedStops)
 	if sum.Slices == 0 {
-		fmt.Fprintf(stderr, "no slices: no hook records a work item's START and STOP (timestamp, channelId, workCounter, phase) or its duration; the aggregates are drawn as %d counter tracks instead\n", sum.AggTracks)
+		fmt.Fprintf(stderr, "ncclhooks trace: no slices: no hook records a work item's START and STOP (timestamp, channelId, workCounter, phase) or its duration; the aggregates are drawn as %d counter tracks instead\n", sum.AggTracks)
 	}
 	if len(sum.NoClock) > 0 {
-		fmt.Fprintf(stderr, "warning: no clock line for %s: those slices keep raw device time\n", strings.Join(sum.NoClock, ", "))
+		fmt.Fprintf(stderr, "ncclhooks trace: warning: no clock line for %s: those slices keep raw device time\n", strings.Join(sum.NoClock, ", "))
 	}
 	if !quiet {
-		fmt.Fprintln(stderr, "open it at https://ui.perfetto.dev (Open trace file)")
+		fmt.Fprintln(stderr, "ncclhooks trace: open it at https://ui.perfetto.dev (Open trace file)")
 	}
 	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/ncclhooks/ncclhooks/internal/backend/gpu"
@@ -12,6 +13,9 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/cuda"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
+
+// archRE is a GPU architecture as NVRTC's --gpu-architecture takes it.
+var archRE = regexp.MustCompile(`^sm_[1-9][0-9]{1,2}[af]?$`)
 
 func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
@@ -25,25 +29,36 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+		return exitUsage
 	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return 2
+	if code := needArgs(fs, stderr, 1, -1, "PROFILE"); code != exitOK {
+		return code
 	}
 	switch *source {
 	case "device", "auto":
 	case "host":
 		*noGPU = true
 	default:
-		fmt.Fprintf(stderr, "validate: --source %q: use device or host\n", *source)
-		return 2
+		fmt.Fprintf(stderr, "ncclhooks validate: --source %q: use device or host\n", *source)
+		return exitUsage
+	}
+	// Refused even where no GPU check runs: a typo must not pass unseen.
+	if *arch != "" && !archRE.MatchString(*arch) {
+		fmt.Fprintf(stderr, "ncclhooks validate: --arch %q: give a GPU architecture as NVRTC names it, sm_ and its compute capability (sm_90, sm_100a)\n", *arch)
+		return exitUsage
+	}
+	if *budget < gpu.MinRegisterBudget || *budget > 255 {
+		fmt.Fprintf(stderr, "ncclhooks validate: --max-registers %d: allowed %d to 255 (the registers of the kernels that call the hook; NCCL's have %d)\n",
+			*budget, gpu.MinRegisterBudget, gpu.DefaultRegisterBudget)
+		return exitUsage
 	}
 	var lib *cuda.Lib
 	if !*noGPU {
 		var err error
 		if lib, err = cuda.Open(); err != nil {
-			fmt.Fprintf(stdout, "note: registers, stack and calls not checked: %v (the plugin checks them at init)\n", err)
+			if !quiet {
+				fmt.Fprintf(stderr, "ncclhooks validate: note: registers, stack and calls not checked: %v (the plugin checks them at init)\n", err)
+			}
 			lib = nil
 		} else if *arch == "" {
 			if *arch, err = lib.DeviceArch(0); err != nil {
@@ -55,20 +70,19 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	for _, path := range fs.Args() {
 		p, err := config.Load(path)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
-			rc = 1
+			// Unreadable (2) outweighs invalid (1): the verdict is incomplete.
+			rc = max(rc, profileError("validate", err, stderr))
 			continue
 		}
 		m, err := hookgen.Generate(p)
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
-			rc = 1
+			fmt.Fprintf(stderr, "ncclhooks validate: %s: %v\n", path, err)
+			rc = max(rc, exitVerdict)
 			continue
 		}
 		if *source == "host" {
 			if err := config.CheckHostSource(p); err != nil {
-				fmt.Fprintln(stderr, err)
-				rc = 1
+				rc = max(rc, profileError("validate", err, stderr))
 				continue
 			}
 		}
@@ -96,15 +110,15 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		}
 		checks, err := gpu.Verify(m, lib, *arch, gpu.Options{Budget: *budget})
 		if err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", path, err)
-			rc = 1
+			fmt.Fprintf(stderr, "ncclhooks validate: %s: %v\n", path, err)
+			rc = max(rc, exitVerdict)
 			continue
 		}
 		for _, c := range checks {
 			if c.Err != nil {
-				fmt.Fprintf(stderr, "%s: hook %q cannot be called safely from NCCL's kernels (%s, budget %d): %v\n",
+				fmt.Fprintf(stderr, "ncclhooks validate: %s: hook %q cannot be called safely from NCCL's kernels (%s, budget %d): %v\n",
 					c.Pos, c.Hook, *arch, *budget, c.Err)
-				rc = 1
+				rc = max(rc, exitVerdict)
 				continue
 			}
 			fmt.Fprintf(stdout, "  %-20s %s for %s: %s; callable from relocatable kernels with at least %d registers (budget %d)\n",
@@ -124,21 +138,19 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	if err := parseInterspersed(fs, args); err != nil {
-		return 2
+		return exitUsage
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
+	if code := needArgs(fs, stderr, 1, 1, "PROFILE"); code != exitOK {
+		return code
 	}
 	p, err := config.Load(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+		return profileError("gen", err, stderr)
 	}
 	m, err := hookgen.Generate(p)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", fs.Arg(0), err)
-		return 1
+		fmt.Fprintf(stderr, "ncclhooks gen: %s: %v\n", fs.Arg(0), err)
+		return exitVerdict
 	}
 	src := m.Source
 	if *hooksOnly {
@@ -150,7 +162,7 @@ func runGen(args []string, stdout, stderr io.Writer) int {
 	}
 	if err := os.WriteFile(*out, []byte(src), 0o644); err != nil {
 		fmt.Fprintf(stderr, "ncclhooks gen: %v\n", err)
-		return 1
+		return exitNoVerdict
 	}
 	if !quiet {
 		fmt.Fprintf(stdout, "wrote %s (%d lines)\n", *out, strings.Count(src, "\n"))

@@ -131,8 +131,11 @@ func compileExpr(x *config.Expr) (*vm.Program, error) {
 }
 
 // checkAggregates compares each aggregate's final snapshot in the output with
-// the harness's own computation over its event log.
-func (s *Summary) checkAggregates(prof *config.Profile, logs map[int][]Event, out *output) {
+// the harness's own computation over its event log. It returns, per hook and
+// device, the events each hook matched by that computation (every aggregate
+// of a hook counts each event it matches), where it could compute them.
+func (s *Summary) checkAggregates(prof *config.Profile, logs map[int][]Event, out *output) map[statKey]uint64 {
+	matches := map[statKey]uint64{}
 	for _, h := range prof.EnabledHooks() {
 		if len(h.Aggregates) == 0 {
 			continue
@@ -154,6 +157,13 @@ func (s *Summary) checkAggregates(prof *config.Profile, logs map[int][]Event, ou
 			var err error
 			if computable && haveLog {
 				expected, err = expectAggregates(h, deviceValues(evs, d))
+				if err == nil {
+					var n uint64
+					for _, r := range expected[h.Aggregates[0].Name] {
+						n += r.Count
+					}
+					matches[statKey{h.Name, d}] = n
+				}
 			}
 			for _, a := range h.Aggregates {
 				c := AggCheck{Hook: h.Name, Name: a.Name, Kind: a.Kind, Device: d, Checked: computable && haveLog}
@@ -181,6 +191,7 @@ func (s *Summary) checkAggregates(prof *config.Profile, logs map[int][]Event, ou
 			}
 		}
 	}
+	return matches
 }
 
 // expectAggregates evaluates the hook on every event with expr-lang itself.

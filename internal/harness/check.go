@@ -80,14 +80,19 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 	if byRecord {
 		s.Pairs = checkPairs(prof, out)
 	}
-	s.checkAggregates(prof, logs, out)
+	aggMatches := s.checkAggregates(prof, logs, out)
 	for _, h := range prof.EnabledHooks() {
 		if why, ok := out.refused[h.Name]; ok {
 			s.Refused = append(s.Refused, fmt.Sprintf("hook %q: %s", h.Name, why))
 			continue // left out of the device module: no records, no stats
 		}
 		if len(h.Fields) == 0 && !h.DrainAggregates() {
-			continue // aggregate only: no records, checked above
+			// Aggregate only: no records, its aggregates checked above;
+			// what it matched is what they counted.
+			for d := 0; d < s.Config.Devices; d++ {
+				s.Rows = append(s.Rows, aggOnlyRow(h, d, emitted[d], out, aggMatches))
+			}
+			continue
 		}
 		pred, predErr := compilePredicate(h)
 		for d := 0; d < s.Config.Devices; d++ {
@@ -197,4 +202,40 @@ func checkDrainCounts(h *config.Hook, d int, st schema.DumpStats, out *output, p
 		}
 	}
 	return problems
+}
+
+// aggOnlyRow is the row of a hook that only aggregates on device d: it
+// reserves no position, so its dump_stats count what it matched (its
+// aggregates' count), no record and no drop. Exact when every aggregate of
+// the hook counted that many events and, where the harness computed its
+// aggregates from the event log, as many as the harness matched.
+func aggOnlyRow(h *config.Hook, d int, emitted uint64, out *output, matches map[statKey]uint64) Row {
+	r := Row{Hook: h.Name, Device: d, Emitted: emitted, Expected: -1}
+	k := statKey{h.Name, d}
+	st, ok := out.final[k]
+	if !ok {
+		r.Problems = append(r.Problems, "no final dump_stats line")
+		return r
+	}
+	r.Matched, r.Records, r.Dropped, r.Lines = st.Matched, st.Records, st.Dropped, out.lines[k]
+	r.Stages = fmt.Sprintf("full %d, overwritten %d, torn %d, ring %d", st.DroppedBufferFull, st.DroppedOverwritten, st.DroppedTorn, st.DroppedRingFull)
+	if r.Records != 0 || r.Dropped != 0 || r.Lines != 0 || st.Pending != 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("records %d, dropped %d, pending %d, %d record lines from a hook that only aggregates", r.Records, r.Dropped, st.Pending, r.Lines))
+	}
+	for _, a := range h.Aggregates {
+		var n uint64
+		for _, row := range out.aggs[aggKey{h.Name, d, a.Name}] {
+			n += row.Count
+		}
+		if n != st.Matched {
+			r.Problems = append(r.Problems, fmt.Sprintf("aggregate %s counts %d events, matched_total %d", a.Name, n, st.Matched))
+		}
+	}
+	if n, ok := matches[k]; ok {
+		r.Expected = int64(n)
+		if n != st.Matched {
+			r.Problems = append(r.Problems, fmt.Sprintf("harness expects %d matches, plugin matched %d", n, st.Matched))
+		}
+	}
+	return r
 }

@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 
+	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/schema"
 )
 
@@ -117,4 +119,51 @@ func CommIndex(file string) (map[string]int, error) {
 		m[c.Name] = c.Comm
 	}
 	return m, nil
+}
+
+// ReadHeader reads the header line of a plugin output file.
+func ReadHeader(file string) (schema.Header, error) {
+	var h schema.Header
+	f, err := schema.Open(file)
+	if err != nil {
+		return h, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	if !sc.Scan() {
+		if err := sc.Err(); err != nil {
+			return h, fmt.Errorf("%s: %w", file, err)
+		}
+		return h, fmt.Errorf("%s: empty: no header line", file)
+	}
+	if err := json.Unmarshal(sc.Bytes(), &h); err != nil || h.Type != schema.TypeHeader {
+		return h, fmt.Errorf("%s:1: not a header line", file)
+	}
+	return h, nil
+}
+
+// SameProfile says why the output whose header is h was not written with
+// prof, or nil: its profile's name, and its hooks where the header lists
+// them (a header's fields name every hook of the profile it ran).
+func SameProfile(prof *config.Profile, h schema.Header) error {
+	if h.Profile != prof.Name {
+		return fmt.Errorf("written with profile %q (%s), not %q (%s)", h.Profile, h.ProfileFile, prof.Name, prof.File)
+	}
+	if h.Fields == nil {
+		return nil
+	}
+	var want, got []string
+	for _, hk := range prof.EnabledHooks() {
+		want = append(want, hk.Name)
+	}
+	for name := range h.Fields {
+		got = append(got, name)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(want, got) {
+		return fmt.Errorf("written with a profile %q of hooks %v (%s), not %q's hooks %v (%s)", h.Profile, got, h.ProfileFile, prof.Name, want, prof.File)
+	}
+	return nil
 }

@@ -45,10 +45,10 @@ type Config struct {
 	StragglerDelay time.Duration
 }
 
-// Defaults fills zero fields.
+// Defaults fills zero fields; Validate refuses what is out of range.
 func (c *Config) Defaults() {
 	def := func(v *int, d int) {
-		if *v <= 0 {
+		if *v == 0 {
 			*v = d
 		}
 	}
@@ -85,8 +85,8 @@ type comm struct {
 // so the harness can compute independently which events should match.
 func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	cfg.Defaults()
-	if cfg.Slowdown != 0 && (cfg.Slowdown < 1 || cfg.Slowdown > 100) {
-		return nil, fmt.Errorf("harness: slowdown %g: give a factor from 1 to 100 (1.05: 5%% slower)", cfg.Slowdown)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("harness: %w", err)
 	}
 	if cfg.Ranks < 0 || cfg.Rank < 0 || (cfg.Ranks > 0 && cfg.Rank >= cfg.Ranks) || (cfg.Ranks == 0 && cfg.Rank != 0) {
 		return nil, fmt.Errorf("harness: rank %d of %d processes: give a rank from 0 to ranks-1 (--ranks N --rank R)", cfg.Rank, cfg.Ranks)

@@ -149,9 +149,15 @@ func (r *reader) dumpStats(index int, line []byte) error {
 // Capture is a capture ratio: records / (records + drops), from the last
 // dump_stats line of every (file, hook, device).
 type Capture struct {
-	Records uint64  `json:"records"`
-	Dropped uint64  `json:"dropped"`
-	Ratio   float64 `json:"ratio"`
+	Records uint64 `json:"records"`
+	Dropped uint64 `json:"dropped"`
+	// Matched is the events the hook matched: records + drops for a hook
+	// that records, what its aggregates counted for one that only
+	// aggregates (it has no records to capture).
+	Matched uint64 `json:"matched"`
+	// Ratio is records / (records + drops); 1 where there is neither,
+	// nothing having been lost (Captured says whether anything was).
+	Ratio float64 `json:"ratio"`
 	// Final is false when some file has no final dump (the run was cut short).
 	Final bool `json:"final"`
 }
@@ -179,6 +185,7 @@ func (r *Run) Capture(hook string) (c Capture, ok bool) {
 	for k, s := range last {
 		c.Records += s.Records
 		c.Dropped += s.Dropped
+		c.Matched += s.Matched
 		c.Final = c.Final && settled[k]
 	}
 	if sum := c.Records + c.Dropped; sum > 0 {
@@ -188,3 +195,7 @@ func (r *Run) Capture(hook string) (c Capture, ok bool) {
 	}
 	return c, true
 }
+
+// Captured says whether the hook had records to capture: false for 0
+// records and 0 drops, whose ratio means nothing.
+func (c Capture) Captured() bool { return c.Records+c.Dropped > 0 }

@@ -102,6 +102,11 @@ func (r *Report) Write(w io.Writer, f Format, summary bool) error {
 			fmt.Fprintf(&b, "%s%s: records aggregated by the drain, none written; capture %s\n", bullet, h.Hook, captureText(h.Capture))
 			continue
 		}
+		if h.Records == 0 && h.Capture != nil && !h.Capture.Captured() && h.Capture.Matched > 0 {
+			// It reserves no position: nothing to capture or pair.
+			fmt.Fprintf(&b, "%s%s: capture %s\n", bullet, h.Hook, captureText(h.Capture))
+			continue
+		}
 		fmt.Fprintf(&b, "%s%s: %d records, %d work items, %d unpaired START, %d unpaired STOP, capture %s\n",
 			bullet, h.Hook, h.Records, h.Items, h.UnpairedStarts, h.UnpairedStops, captureText(h.Capture))
 		if h.Ambiguous > 0 {
@@ -207,7 +212,15 @@ func captureText(c *Capture) string {
 	if c == nil {
 		return "unknown (no dump_stats)"
 	}
-	s := fmt.Sprintf("%s (%d records, %d dropped)", pct(c.Ratio), c.Records, c.Dropped)
+	var s string
+	switch {
+	case c.Captured():
+		s = fmt.Sprintf("%s (%d records, %d dropped)", pct(c.Ratio), c.Records, c.Dropped)
+	case c.Matched > 0: // 0 of 0 is no 100%
+		s = fmt.Sprintf("n/a (aggregates only: %d events matched, no records)", c.Matched)
+	default:
+		s = "n/a (nothing matched: 0 records, 0 dropped)"
+	}
 	if !c.Final {
 		s += ", no final dump: the run did not finalize"
 	}

@@ -14,7 +14,7 @@ import (
 // Capture statistics descriptors.
 var (
 	statLabels  = []string{"host", "gpu", "rank", "hook", "device"}
-	matchedDesc = prometheus.NewDesc("ncclhooks_matched_total", "Events that matched the hook's predicate (positions reserved in the device buffer).", statLabels, nil)
+	matchedDesc = prometheus.NewDesc("ncclhooks_matched_total", "Events that matched the hook's predicate (positions reserved in the device buffer; for a hook that only aggregates, what its aggregates counted).", statLabels, nil)
 	recordsDesc = prometheus.NewDesc("ncclhooks_records_total", "Records delivered to the sinks.", statLabels, nil)
 	droppedDesc = prometheus.NewDesc("ncclhooks_dropped_total", "Records lost, by stage: buffer_full (device buffer, drop_newest), overwritten (device buffer, overwrite_oldest), torn (never completed), ring_full (host ring).", append(statLabels[:len(statLabels):len(statLabels)], "stage"), nil)
 	dropStages  = []string{"buffer_full", "overwritten", "torn", "ring_full"}
