@@ -34,6 +34,7 @@ type Env struct {
 	HarnessPresent func() bool            // the harness's marker symbol is loaded (cpu hooks are callable)
 	DeviceHookNCCL func() bool            // the NCCL that loaded the plugin has the device hook (PR 2285)
 	NCCLVersion    func() int             // ncclGetVersion (22809 for 2.28.9); 0 when unknown
+	PluginVersion  string                 // the plugin's build (git describe); "" unknown
 	// NVML opens NVML for the device lines' GPU state; nil: gpuinfo.Open
 	// (libnvidia-ml, dlopened by the first background read).
 	NVML func() (gpuinfo.Interface, error)

@@ -355,18 +355,38 @@ func (d *Diff) throttleWarning(base, cand []*RunData) {
 		strings.Join(reasons, ", "), nb, len(base), nn, len(cand)))
 }
 
-// checkInputs refuses comparisons that mean nothing: runs of different
-// profiles, backends or device models.
+// firstLine is s up to its first newline (a multi-line reason's summary).
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// checkInputs refuses comparisons that mean nothing: runs the plugin did
+// not profile, runs of different profiles (by name or by hash), backends
+// or device models.
 func (d *Diff) checkInputs(base, cand []*RunData, allowMixed bool) error {
 	all := append(slices.Clip(base), cand...)
 	first := all[0]
 	unknownModels := 0
+	var hashed *RunData // the first run with a profile hash
 	for _, r := range all {
+		if len(r.Inactive) > 0 {
+			return &InputError{Path: r.Input, Err: fmt.Errorf("INACTIVE: the plugin recorded nothing in %s (%s): no verdict from a run that was not profiled",
+				r.Inactive[0].Path, firstLine(r.Inactive[0].Reason))}
+		}
 		if r.Profile != first.Profile && !allowMixed {
 			return &InputError{Path: r.Input, Err: fmt.Errorf("profile %q differs from %q of %s: compare runs of one profile (or pass --allow-mixed)", r.Profile, first.Profile, first.Input)}
 		}
 		if r.Backend != first.Backend {
 			return &InputError{Path: r.Input, Err: fmt.Errorf("backend %q differs from %q of %s: runs on different backends measure different things", r.Backend, first.Backend, first.Input)}
+		}
+		switch { // one name, other contents: an edited profile
+		case r.ProfileHash == "":
+		case hashed == nil:
+			hashed = r
+		case r.ProfileHash != hashed.ProfileHash && !allowMixed:
+			return &InputError{Path: r.Input, Err: fmt.Errorf("profile %s differs from profile %s of %s: the runs come from different versions of profile %q; compare runs of one profile (or pass --allow-mixed)",
+				ShortHash(r.ProfileHash), ShortHash(hashed.ProfileHash), hashed.Input, r.Profile)}
 		}
 		if len(r.Models) == 0 {
 			unknownModels++

@@ -87,6 +87,13 @@ func (r *Report) Write(w io.Writer, f Format, summary bool) error {
 		return writeJSON(w, r)
 	}
 	var b strings.Builder
+	for _, in := range r.Inactive {
+		// First: nothing below measures these processes.
+		fmt.Fprintf(&b, "INACTIVE: the plugin recorded nothing in %s: %s\n", in.Path, in.Reason)
+	}
+	if len(r.Inactive) > 0 {
+		b.WriteString("\n")
+	}
 	if f == Markdown {
 		fmt.Fprintf(&b, "### ncclhooks report: profile `%s`, %d file(s)\n\n", r.Profile, r.Files)
 	} else {
