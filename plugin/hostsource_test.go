@@ -212,6 +212,9 @@ hooks:
 				t.Errorf("no INFO %q naming the source:\n%s", wantNCCL, r.out)
 			}
 			o := readHostOutput(t, dir)
+			if want := strings.Fields(wantNCCL)[1]; o.header.NCCLVersion != want {
+				t.Errorf("header nccl_version %q, want %q (ncclGetVersion)", o.header.NCCLVersion, want)
+			}
 			if o.header.Backend != "host" || len(o.ranks) != comms {
 				t.Fatalf("header backend %q, %d comm lines; want host, %d", o.header.Backend, len(o.ranks), comms)
 			}
