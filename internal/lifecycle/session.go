@@ -682,8 +682,8 @@ func (s *Session) warnLost(sum rings.Summary) {
 		return
 	}
 	s.lostWarned = lost
-	s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: lost %d events of %d matched (%s; %d not written to the file): the output holds the rest, and its dump_stats count every loss; %s",
-		lost, t.Matched, sum, s.jsonl.Lost(), s.jsonl.Path()))
+	s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: lost %d events of %d matched (%d dropped before the output, %d not written to it): the output holds the rest, and its dump_stats count each loss by stage: %s",
+		lost, t.Matched, t.Dropped, lost-t.Dropped, s.jsonl.Path()))
 }
 
 func (s *Session) finalizeTimeout() time.Duration {
