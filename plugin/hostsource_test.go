@@ -458,6 +458,10 @@ hooks:
 			t.Errorf("communicator %d: activation mask %#x for a refused profile; want 0", c, m)
 		}
 	}
+	// The refusal is in the dump directory too (TestRefusedProfileLeavesAnInactiveLine).
+	if lines := fileLines(t, dir); len(lines) != 2 || lines[1]["type"] != schema.TypeInactive || !strings.Contains(fmt.Sprint(lines[1]["reason"]), "smid") {
+		t.Errorf("want a header and the inactive line naming smid, got %v", lines)
+	}
 
 	prof = writeProfile(t, dir, "version: 1\nname: p\nhooks:\n  - name: all\n    fields: [timestamp]\n")
 	r = runHostDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_DUMP_DIR=" + dir, "NCCL_HOOKS_SOURCE=device"}, 7, 2, 3, 2)
