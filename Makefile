@@ -11,8 +11,9 @@ FUZZTIME ?= 100000x
 # cannot be unloaded (golang/go#11100), so it must stay resident.
 PLUGIN_LDFLAGS := -extldflags=-Wl,-z,nodelete
 
-# ncclhooks --version reads the build information; where the go command
-# stamps no VCS state (-buildvcs=false, a worktree), this stands in.
+# ncclhooks --version and the plugin's plugin_version (the JSON lines
+# header) read the build information; where the go command stamps no VCS
+# state (-buildvcs=false, a worktree), this stands in.
 GIT_DESCRIBE := $(shell git describe --always --dirty 2>/dev/null)
 
 .PHONY: all build test demo bench fuzz vet golden clean
@@ -21,7 +22,7 @@ all: build
 
 build:
 	@mkdir -p $(BUILD)
-	$(GO) build -buildmode=c-shared -ldflags='$(PLUGIN_LDFLAGS)' -o $(PLUGIN) ./plugin
+	$(GO) build -buildmode=c-shared -ldflags='$(PLUGIN_LDFLAGS) -X main.gitDescribe=$(GIT_DESCRIBE)' -o $(PLUGIN) ./plugin
 	@rm -f $(BUILD)/libnccl-profiler-hooks.h
 	$(GO) build -ldflags='-X main.gitDescribe=$(GIT_DESCRIBE)' -o $(CLI) ./cmd/ncclhooks
 

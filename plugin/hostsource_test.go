@@ -212,6 +212,9 @@ hooks:
 				t.Errorf("no INFO %q naming the source:\n%s", wantNCCL, r.out)
 			}
 			o := readHostOutput(t, dir)
+			if want := strings.Fields(wantNCCL)[1]; o.header.NCCLVersion != want {
+				t.Errorf("header nccl_version %q, want %q (ncclGetVersion)", o.header.NCCLVersion, want)
+			}
 			if o.header.Backend != "host" || len(o.ranks) != comms {
 				t.Fatalf("header backend %q, %d comm lines; want host, %d", o.header.Backend, len(o.ranks), comms)
 			}
@@ -454,6 +457,10 @@ hooks:
 		if m != 0 {
 			t.Errorf("communicator %d: activation mask %#x for a refused profile; want 0", c, m)
 		}
+	}
+	// The refusal is in the dump directory too (TestRefusedProfileLeavesAnInactiveLine).
+	if lines := fileLines(t, dir); len(lines) != 2 || lines[1]["type"] != schema.TypeInactive || !strings.Contains(fmt.Sprint(lines[1]["reason"]), "smid") {
+		t.Errorf("want a header and the inactive line naming smid, got %v", lines)
 	}
 
 	prof = writeProfile(t, dir, "version: 1\nname: p\nhooks:\n  - name: all\n    fields: [timestamp]\n")

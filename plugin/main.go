@@ -20,6 +20,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -32,7 +33,41 @@ func main() {}
 // plugin is the process's one session: the Go image stays resident (-z
 // nodelete), so it outlives every dlclose and reload by NCCL.
 var plugin = lifecycle.New(lifecycle.Env{Log: ncclLog, FuncName: funcName, HostFuncName: hostFuncName, Knobs: readKnobs,
-	HarnessPresent: harnessPresent, DeviceHookNCCL: deviceHookNCCL, NCCLVersion: ncclVersion, NCCLLibrary: ncclLibrary})
+	HarnessPresent: harnessPresent, DeviceHookNCCL: deviceHookNCCL, NCCLVersion: ncclVersion, NCCLLibrary: ncclLibrary, PluginVersion: version()})
+
+// gitDescribe is set by make build (-X main.gitDescribe, git describe), as
+// for the CLI: a worktree's build carries no VCS stamp.
+var gitDescribe string
+
+// version names this build in the output's header: git describe, else the
+// VCS revision the go command stamped, else "" (unknown).
+func version() string {
+	if gitDescribe != "" {
+		return gitDescribe
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev == "" {
+		return ""
+	}
+	return rev + dirty
+}
 
 //export hooksInit
 func hooksInit(commID C.uint64_t, commName *C.char, nNodes, nRanks, rank, version, cudaDev C.int,

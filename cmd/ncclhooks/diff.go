@@ -28,7 +28,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 	var baseFlags, newFlags pathList
 	fs.Var(&baseFlags, "base", "a base run (file or directory), or a directory of runs; repeat for more (instead of BASE NEW)")
 	fs.Var(&newFlags, "new", "a new run, or a directory of runs; repeat for more")
-	stats := fs.String("stat", "p50", "statistics to compare: "+joinStats()+" (skew: growth of a function's channel skew, in % of its median)")
+	stats := fs.String("stat", "auto", "statistics to compare: "+joinStats()+" (auto: p50 of work items, mean of histogram and sum aggregates from their exact sum and count; skew: growth of a function's channel skew, in % of its median)")
 	maxRegress := fs.String("max-regress", pct(report.DefaultMaxRegress), "the slowdown tolerated: a row fails when its change exceeds this with the confidence; 5% or the fraction 0.05 (a bare 5 is refused)")
 	confidence := fs.String("confidence", pct(report.DefaultConfidence), "level of every change's two-sided interval")
 	minSamples := fs.Int("min-samples", report.DefaultMinSamples, "a row with fewer work items (or aggregated values) in any run gets no verdict (insufficient data)")
@@ -99,14 +99,19 @@ Compares the base runs with the new runs per hook, function (and channel),
 and per key of every on-device aggregate. A run is a JSON lines file or a
 directory of one run's files (its ranks, merged); BASE and NEW may also be a
 directory of runs, one per subdirectory (what examples/ci/regress.sh writes).
-Every run gives one value per row and statistic, and the verdict of a row
-comes from the spread of those values: give at least 4 runs per side (on a
-loaded 2-core machine, 40 to see a 5% change: examples/ci/README.md).
+Every run gives one value per row and statistic (auto: the p50 of work
+items, the mean of histogram and sum aggregates), and the verdict of a row
+comes from the spread of those values: a row passes only when its whole
+interval lies below --max-regress, fails when it lies above, and has no
+verdict when it reaches it; the summary prints the detectable change, the
+smallest slowdown these runs could show. Give at least 4 runs per side; on a
+loaded 2-core machine 20 per side caught a 5% change at the 2% default
+(bench/RESULTS.md, "diff calibration").
 
-Exit status: 0 pass; 1 at least one regression; 2 no verdict (insufficient
-data: too few runs or samples, low capture, a hook that matched nothing, a
-row on one side only) or a usage or input error (different profiles or
-device models).
+Exit status: 0 pass; 1 at least one regression; 2 no verdict (an interval
+that reaches the threshold, or insufficient data: too few runs or samples,
+low capture, a hook that matched nothing, a row on one side only) or a
+usage or input error (different profiles or device models).
 
 `
 

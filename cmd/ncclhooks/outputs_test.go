@@ -135,7 +135,9 @@ func harnessRuns(t *testing.T, profile string, n int, variants ...[]string) []st
 	for i := 1; i <= n; i++ {
 		for v, extra := range variants {
 			out := filepath.Join(dirs[v], fmt.Sprintf("run-%02d", i))
-			args := append([]string{"run", profile, "--backend", "cpu", "--no-verify", "--items", "300", "--out", out}, extra...)
+			// 1000 items: the workload diff's defaults were calibrated on
+			// (bench/RESULTS.md, "diff calibration").
+			args := append([]string{"run", profile, "--backend", "cpu", "--no-verify", "--items", "1000", "--out", out}, extra...)
 			if text, code := cli(t, args...); code != 0 {
 				t.Fatalf("%v: exit %d:\n%s", args, code, text)
 			}
@@ -149,6 +151,8 @@ type diffOut struct {
 	Result      string         `json:"result"`
 	Threshold   string         `json:"threshold"`
 	Compared    int            `json:"compared"`
+	NoVerdict   int            `json:"no_verdict"`
+	Detectable  float64        `json:"detectable_change"`
 	Regressions int            `json:"regressions"`
 	Skipped     int            `json:"skipped"`
 	SkippedBy   map[string]int `json:"skipped_by"`
@@ -200,11 +204,11 @@ func halves(t *testing.T, dir string) []string {
 	return args
 }
 
-// Real runs of the plugin through the cpu harness: the same build passes
-// with the defaults; a planted 20% slowdown fails with the defaults and a
-// planted 5% one fails (at 30 runs per side and --max-regress 0%: the
-// defaults' detection on this kind of machine is measured by
-// examples/ci/calibrate.sh, not here, where one miss would fail the test).
+// Real runs of the plugin through the cpu harness: the same build never
+// fails with the defaults (it passes, or has no verdict where the machine's
+// noise reaches the 2% threshold); a planted 20% slowdown fails. The 5%
+// detection rate is measured by scripts/diff-calibrate.sh (bench/RESULTS.md),
+// not here, where one miss would fail the test.
 func TestDiffOfRealRuns(t *testing.T) {
 	// Interleaved, so that a busy machine slows both sides alike. The 5%
 	// detection rate is a measurement (examples/ci/calibrate.sh, figures in
@@ -212,7 +216,8 @@ func TestDiffOfRealRuns(t *testing.T) {
 	// timing signal is not reliably there to find.
 	dirs := harnessRuns(t, "../../examples/all-events.yaml", 30, nil, []string{"--slowdown", "1.2"})
 	base, slow20 := dirs[0], dirs[1]
-	if d, code, out := diffJSON(t, halves(t, base)...); code != 0 || d.Result != "PASS" || d.Compared != 23 || d.Skipped != 0 {
+	if d, code, out := diffJSON(t, halves(t, base)...); code == 1 || d.Result == "FAIL" || d.Compared+d.NoVerdict != 23 || d.Skipped != 0 ||
+		!(d.Detectable > 0.02 && d.Detectable < 0.1) {
 		t.Errorf("the same build, 15 runs against 15: exit %d:\n%.3000s", code, out)
 	}
 	for _, c := range []struct {
@@ -244,52 +249,55 @@ func TestDiffOfRealRuns(t *testing.T) {
 	}
 }
 
-// An aggregate-only profile, run for real: the log2 histogram's p50 is
-// compared to its bucket only (a 5% or 20% slowdown stays inside it and is
-// not claimed), the minimum shows 20% (the defaults), and 8x moves the p50
-// at least two buckets up (three from 1-2 us), which the buckets alone
-// show. Whether the minimum shows 5% is a measurement, as for records
-// (examples/ci/calibrate.sh): on a loaded 2-core CI machine 30 runs per side
-// at --max-regress 0% missed it (1 in 2 under -race with another package).
+// An aggregate-only profile, run for real: the default statistic is the
+// histogram's mean (exact sum / count), which shows 20%, as does the
+// minimum; the log2 histogram's p50 is compared to its bucket only, so a 5%
+// or 20% slowdown inside it has no verdict (issue 34: it was a PASS), and 8x
+// moves the p50 at least two buckets up (three from 1-2 us), which the
+// buckets alone show. Whether the mean shows 5% is a measurement
+// (scripts/diff-calibrate.sh, bench/RESULTS.md), not a test.
 func TestDiffOfRealAggregateOnlyRuns(t *testing.T) {
 	// Interleaved, so that a machine whose load changes during the test
 	// slows every set alike (10 runs of the 20% set taken after the others
 	// once showed no regression on a loaded CI machine).
 	dirs := harnessRuns(t, "testdata/agg-only.yaml", 30, nil, []string{"--slowdown", "1.05"}, []string{"--slowdown", "1.2"})
 	base, slow5, slow20 := dirs[0], dirs[1], dirs[2]
-	stats := []string{"--stat", "p50,min"}
-	d, code, out := diffJSON(t, append(halves(t, base), stats...)...)
-	if code != 0 || d.Result != "PASS" || d.Compared != 2*23 || d.NotCompared != 23 {
-		t.Errorf("the same build: exit %d (%d compared, %d not compared: the max rows):\n%.3000s", code, d.Compared, d.NotCompared, out)
+	stats := []string{"--stat", "auto,p50,min"}
+	d, code, out := diffJSON(t, halves(t, base)...)
+	if code == 1 || d.Compared+d.NoVerdict != 23 || d.NotCompared != 2*23 {
+		t.Errorf("the same build: exit %d (%d compared, %d no verdict, %d not compared: the min and max rows):\n%.3000s", code, d.Compared, d.NoVerdict, d.NotCompared, out)
 	}
 	for _, c := range []struct {
 		dir     string
 		flags   []string
-		minimum int // minima that must regress
+		minimum int // minima and means that must regress
 	}{{slow20, nil, 20}} { // 5%: see the comment above
 		d, code, out := diffJSON(t, append(append([]string{base, c.dir}, stats...), c.flags...)...)
 		if code != 1 {
 			t.Errorf("%s: exit %d, want 1:\n%.3000s", c.dir, code, out)
 			continue
 		}
-		minFailed := 0
+		minFailed, meanFailed := 0, 0
 		for _, r := range d.Rows {
 			for _, ch := range r.Changes {
 				switch {
-				case ch.Stat == "p50" && (!ch.Bucketed || asFloat(ch.Lo) > 0 || ch.Verdict != "ok"):
+				case ch.Stat == "p50" && (!ch.Bucketed || asFloat(ch.Lo) > 0 || ch.Verdict != "no verdict"):
 					t.Errorf("%s %s p50 claims more than its log2 bucket holds: %+v", c.dir, r.Func, ch)
 				case ch.Stat == "min" && ch.Verdict == "regression":
 					minFailed++
+				case ch.Stat == "mean" && ch.Verdict == "regression":
+					meanFailed++
 				}
 			}
 		}
-		if minFailed < c.minimum {
-			t.Errorf("%s: %d of 23 minima regressed, want at least %d:\n%.3000s", c.dir, minFailed, c.minimum, out)
+		if minFailed < c.minimum || meanFailed < c.minimum {
+			t.Errorf("%s: %d minima and %d means of 23 regressed, want at least %d:\n%.3000s", c.dir, minFailed, meanFailed, c.minimum, out)
 		}
 	}
-	// The p50 alone: 5% is within the bucket, so no row is shown slower; 8x
-	// is two buckets or more, at least +100%.
-	if d, code, out := diffJSON(t, base, slow5, "--stat", "p50"); code != 0 || d.Result != "PASS" {
+	// The p50 alone: 5% is within the bucket, so the buckets can neither
+	// show it nor exclude it: no verdict, exit 2, never PASS; 8x is two
+	// buckets or more, at least +100%.
+	if d, code, out := diffJSON(t, base, slow5, "--stat", "p50"); code != 2 || d.Result != "NO VERDICT" || d.NoVerdict != 23 {
 		t.Errorf("5%% slower, p50 from log2 buckets: exit %d:\n%.2000s", code, out)
 	}
 	x8 := harnessRuns(t, "testdata/agg-only.yaml", 5, []string{"--slowdown", "8"})[0]
@@ -324,7 +332,7 @@ func TestDiffOfRealRunsRefusesUntrustworthyInputs(t *testing.T) {
 		t.Errorf("a hook that matched nothing: exit %d:\n%.2000s", code, out)
 	}
 	text, _ := cli(t, "diff", none[0], none[1])
-	if !strings.HasPrefix(text, "INSUFFICIENT DATA (p50): no verdict for 1 of ") || !strings.Contains(text, "typo") {
+	if !strings.HasPrefix(text, "INSUFFICIENT DATA (auto): no verdict for 1 of ") || !strings.Contains(text, "typo") {
 		t.Errorf("text output:\n%.2000s", text)
 	}
 	// Different profiles are an input error.

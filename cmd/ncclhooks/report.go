@@ -39,7 +39,8 @@ the group with the largest p50 marked slowest, with the clock slowdowns
 of each collective (comm_id, channel, workCounter) across its ranks: latest
 START - earliest, p50/p99/max, and the straggler, the rank the others wait for
 (whose own work items are then the shortest: "slowest" blames the waiting).
-Exit status: 0 done, 2 usage or input error (ncclhooks help: the table).
+Exit status: 0 done, 2 usage or input error, or an INACTIVE output (the
+plugin recorded nothing in some process: its profile was refused); ncclhooks help has the table.
 
 `)
 		fs.PrintDefaults()
@@ -80,7 +81,18 @@ Exit status: 0 done, 2 usage or input error (ncclhooks help: the table).
 		fmt.Fprintln(stderr, "ncclhooks report:", err)
 		return 2
 	}
+	if len(rep.Inactive) > 0 {
+		fmt.Fprintf(stderr, "ncclhooks report: INACTIVE: the plugin recorded nothing in %d of %d file(s) (%s: %s)\n",
+			len(rep.Inactive), rep.Files, rep.Inactive[0].Path, firstLine(rep.Inactive[0].Reason))
+		return 2
+	}
 	return 0
+}
+
+// firstLine is s up to its first newline (a reason's summary).
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
 }
 
 func outputFormat(asJSON, asMarkdown bool) (report.Format, error) {

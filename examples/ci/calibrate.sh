@@ -22,7 +22,7 @@ export NCCLHOOKS=${NCCLHOOKS:-$root/build/ncclhooks}
 export PROFILE=${PROFILE:-$root/examples/all-events.yaml}
 pairs=${1:-20}
 slowdown=${SLOWDOWN:-1.05}
-base_cmd=${BASE_CMD:-'"$NCCLHOOKS" run "$PROFILE" --backend cpu --items 300 --no-verify --out "$NCCL_HOOKS_DUMP_DIR"'}
+base_cmd=${BASE_CMD:-'"$NCCLHOOKS" run "$PROFILE" --backend cpu --items 1000 --no-verify --out "$NCCL_HOOKS_DUMP_DIR"'}
 work=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/ncclhooks-calibrate.XXXXXX")}
 if [[ ${KEEP:-0} != 1 && -z ${WORK:-} ]]; then
 	trap 'rm -rf "$work"' EXIT
@@ -30,7 +30,7 @@ fi
 mkdir -p "$work"
 
 kinds=${KINDS:-identical planted}
-echo "calibrate.sh: $pairs pairs each of: $kinds (planted: --slowdown $slowdown), RUNS=${RUNS:-40} per side; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+echo "calibrate.sh: $pairs pairs each of: $kinds (planted: --slowdown $slowdown), RUNS=${RUNS:-20} per side; $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 echo "job: BASE_CMD=$base_cmd"
 echo "diff: ncclhooks diff BASE NEW ${DIFF_FLAGS:-(defaults)}"
 declare -A count

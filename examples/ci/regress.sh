@@ -21,7 +21,7 @@
 # Environment:
 #   NCCLHOOKS   the CLI (default: build/ncclhooks of this repository)
 #   PROFILE     the hook profile (default: examples/all-events.yaml)
-#   RUNS        runs per side (default 40; ncclhooks diff needs at least 4)
+#   RUNS        runs per side (default 20, calibrated in bench/RESULTS.md; ncclhooks diff needs at least 4)
 #   BASE_CMD    the baseline workload, run by bash with NCCL_HOOKS_PROFILE and
 #               NCCL_HOOKS_DUMP_DIR exported (default: the cpu harness,
 #               `ncclhooks run`). A real job runs e.g.
@@ -37,8 +37,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export NCCLHOOKS=${NCCLHOOKS:-$root/build/ncclhooks}
 export PROFILE=${PROFILE:-$root/examples/all-events.yaml}
-RUNS=${RUNS:-40}
-BASE_CMD=${BASE_CMD:-'"$NCCLHOOKS" run "$PROFILE" --backend cpu --items 300 --no-verify --out "$NCCL_HOOKS_DUMP_DIR"'}
+RUNS=${RUNS:-20}
+BASE_CMD=${BASE_CMD:-'"$NCCLHOOKS" run "$PROFILE" --backend cpu --items 1000 --no-verify --out "$NCCL_HOOKS_DUMP_DIR"'}
 NEW_CMD=${NEW_CMD:-$BASE_CMD}
 DIFF_FLAGS=${DIFF_FLAGS:-}
 OUT=${OUT:-ncclhooks-ci}
@@ -49,7 +49,7 @@ if [[ ! -x $NCCLHOOKS ]]; then
 	exit 2
 fi
 if ! [[ $RUNS =~ ^[0-9]+$ ]] || ((RUNS < 1)); then
-	echo "regress.sh: RUNS=$RUNS: give a number of runs per side (40)" >&2
+	echo "regress.sh: RUNS=$RUNS: give a number of runs per side (20)" >&2
 	exit 2
 fi
 

@@ -96,3 +96,32 @@ func TestClipQuoted(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// A profile's Hash covers its includes: editing only an included file
+// gives another hash, so that readers tell the two versions apart.
+func TestHashCoversIncludes(t *testing.T) {
+	dir := t.TempDir()
+	main := filepath.Join(dir, "main.yaml")
+	inc := filepath.Join(dir, "inc.yaml")
+	write := func(path, text string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(main, "version: 1\nname: m\ninclude: [inc.yaml]\nhooks:\n  - {name: main, fields: [phase]}\n")
+	hash := func() string {
+		t.Helper()
+		p, err := Load(main)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Hash
+	}
+	write(inc, "version: 1\nname: i\nhooks:\n  - {name: inc, fields: [phase]}\n")
+	h1 := hash()
+	write(inc, "version: 1\nname: i\nhooks:\n  - {name: inc, fields: [channelId]}\n")
+	if h2 := hash(); h1 == h2 || len(h1) != 64 {
+		t.Errorf("hash %q before and %q after editing the include: want two SHA-256s", h1, h2)
+	}
+}

@@ -2,8 +2,11 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -119,8 +122,9 @@ type loader struct {
 	// root is the top-level profile's directory, symlinks resolved: every
 	// include must lie in it or below (includeRule).
 	root     string
-	total    int // bytes of the files read so far
-	included int // include files read so far
+	hash     hash.Hash // of every file read, in order (Profile.Hash)
+	total    int       // bytes of the files read so far
+	included int       // include files read so far
 	// overLimit: MaxIncludes or MaxProfileBytes was reached (and reported);
 	// no further include is read.
 	overLimit bool
@@ -147,6 +151,8 @@ func (l *loader) load(file string, data []byte) (*Profile, error) {
 		l.root = r
 	}
 	l.total = len(data)
+	l.hash = sha256.New()
+	l.hash.Write(data)
 	f := l.parseFile(file, data, nil)
 	if f != nil {
 		p.Name, p.Pos, p.Hooks = f.name, f.pos, f.hooks
@@ -162,6 +168,7 @@ func (l *loader) load(file string, data []byte) (*Profile, error) {
 	if err := l.errs.Err(); err != nil {
 		return nil, err
 	}
+	p.Hash = hex.EncodeToString(l.hash.Sum(nil))
 	return p, nil
 }
 
@@ -322,6 +329,7 @@ func (l *loader) includes(d *doc, v *yaml.Node, chain []string) []*Hook {
 			d.errorf(it, "cannot read include %q: %v", rel, err)
 			continue
 		}
+		l.hash.Write(data)
 		if l.total += len(data); l.total > MaxProfileBytes {
 			d.errorf(it, "with include %q the profile reaches %d bytes: a profile may have at most %d (%d KiB) with its includes; %s", rel, l.total, MaxProfileBytes, MaxProfileBytes>>10, sizeAdvice)
 			l.overLimit = true

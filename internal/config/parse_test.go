@@ -1,6 +1,7 @@
 package config
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,6 +96,7 @@ func TestParseFullProfile(t *testing.T) {
 	when.FuncPreds = []*FuncPred{{Op: FuncStartsWith, Patterns: []string{"AllReduce"}, Pos: at(9, 28)}}
 	want := &Profile{
 		File:    "full.yaml",
+		Hash:    fmt.Sprintf("%x", sha256.Sum256([]byte(fullProfile))), // the profile's bytes: it includes nothing
 		Version: 1,
 		Name:    "latency-per-collective",
 		Pos:     at(1, 1),

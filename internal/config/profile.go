@@ -28,6 +28,10 @@ type Profile struct {
 	Output  Output
 	Hooks   []*Hook // in execution order: included profiles' hooks first, then this file's
 	Pos     Pos
+	// Hash is the SHA-256 (hex) of the profile's bytes and its includes', in
+	// the order read: the output's header carries it, so that readers can
+	// refuse to merge runs of different profiles that share a name.
+	Hash string
 }
 
 // EnabledHooks returns the hooks with Enabled set, in execution order.

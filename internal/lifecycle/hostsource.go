@@ -42,14 +42,14 @@ func (s *Session) chooseSource() {
 		return
 	}
 	if err := config.CheckHostSource(s.profile); err != nil {
-		s.disableLocked(fmt.Sprintf("%s: the profile cannot run on NCCL's host events (NCCL_HOOKS_SOURCE=%s): remove what they do not carry, or run NCCL with the device hook:\n%v",
+		s.refuse(fmt.Sprintf("%s: the profile cannot run on NCCL's host events (NCCL_HOOKS_SOURCE=%s): remove what they do not carry, or run NCCL with the device hook:\n%v",
 			nccl, s.knobs.Source, err))
 		return
 	}
 	start := time.Now()
 	c, err := cpu.Compile(s.module, s.knobs.CC, s.knobs.CCTimeout)
 	if err != nil {
-		s.disableLocked(fmt.Sprintf("%s: host-event source: compiling the hooks for the host (NCCL_HOOKS_CC): %v", nccl, err))
+		s.refuse(fmt.Sprintf("%s: host-event source: compiling the hooks for the host (NCCL_HOOKS_CC): %v", nccl, err))
 		return
 	}
 	s.compiled = hostCompiled{c}

@@ -41,7 +41,8 @@ type Env struct {
 	NCCLLibrary func() NCCLLibrary
 	// DeviceArch is CUDA device ord's architecture ("sm_90"); nil: the
 	// driver's (cuda.Open).
-	DeviceArch func(ord int) (string, error)
+	DeviceArch    func(ord int) (string, error)
+	PluginVersion string // the plugin's build (git describe); "" unknown
 	// NVML opens NVML for the device lines' GPU state; nil: gpuinfo.Open
 	// (libnvidia-ml, dlopened by the first background read).
 	NVML func() (gpuinfo.Interface, error)

@@ -81,6 +81,9 @@ type Session struct {
 	budget, budgetRead int
 	budgetCh           chan budgetResult // startBudget's result; nil: not read
 	budgetGot          bool
+	// lostWarned is the loss the last "lost N events" WARN reported: a
+	// later last finalize warns again only when more were lost.
+	lostWarned uint64
 }
 
 // comm is one communicator, from its init to its finalize.
@@ -144,12 +147,13 @@ func (s *Session) setup() {
 	}
 	p, err := config.Load(k.Profile)
 	if err != nil {
-		s.disableLocked(fmt.Sprintf("profile not loaded (fix it, or unset NCCL_HOOKS_PROFILE):\n%v", err))
+		s.refuse(fmt.Sprintf("profile not loaded (fix it, or unset NCCL_HOOKS_PROFILE):\n%v", err))
 		return
 	}
 	m, err := hookgen.Generate(p)
 	if err != nil {
-		s.disableLocked(fmt.Sprintf("profile %s: %v", k.Profile, err))
+		s.profile = p // names the output's header
+		s.refuse(fmt.Sprintf("profile %s: %v", k.Profile, err))
 		return
 	}
 	s.profile, s.module = p, m
@@ -171,16 +175,9 @@ func (s *Session) outputDir() string {
 // last finalize of a cycle settles them (a final dump, files flushed).
 func (s *Session) openOutputs() error {
 	host, _ := os.Hostname()
-	j, err := sinks.OpenJSONL(s.outputDir(), sinks.Header{
-		Profile:     s.profile.Name,
-		ProfileFile: s.profile.File,
-		Host:        host,
-		PID:         os.Getpid(),
-		Backend:     s.knobs.Backend,
-		Fields:      sinks.HeaderFields(s.module),
-		Drained:     sinks.HeaderDrained(s.module),
-		Funcs:       s.names(),
-	}, sinks.JSONLOptions{Compress: s.knobs.Compress, MaxBytes: s.knobs.MaxOutputSize, Log: s.env.Log})
+	h := s.header(host)
+	h.Fields, h.Drained, h.Funcs = sinks.HeaderFields(s.module), sinks.HeaderDrained(s.module), s.names()
+	j, err := sinks.OpenJSONL(s.outputDir(), h, sinks.JSONLOptions{Compress: s.knobs.Compress, MaxBytes: s.knobs.MaxOutputSize, Log: s.env.Log})
 	if err != nil {
 		return fmt.Errorf("NCCL_HOOKS_DUMP_DIR / output.dump_dir: %v", err)
 	}
@@ -202,6 +199,68 @@ func (s *Session) openOutputs() error {
 		DeviceState:  s.deviceState,
 	})
 	return nil
+}
+
+// header is the JSON lines header of this process, without what only a
+// generated module says (fields, drained hooks, function names).
+func (s *Session) header(host string) sinks.Header {
+	h := sinks.Header{ProfileFile: s.knobs.Profile, Host: host, PID: os.Getpid(), Backend: s.knobs.Backend,
+		PluginVersion: s.env.PluginVersion, NCCLVersion: s.ncclVersion()}
+	if h.PluginVersion == "" {
+		h.PluginVersion = "unknown"
+	}
+	if s.profile != nil {
+		h.Profile, h.ProfileFile, h.ProfileHash = s.profile.Name, s.profile.File, s.profile.Hash
+	}
+	return h
+}
+
+// ncclVersion is the version of the NCCL that loaded the plugin, as the
+// header names it ("2.28.9"), "unknown" where the session knows none: the
+// one place the header takes it from.
+func (s *Session) ncclVersion() string {
+	v := s.env.NCCLVersion()
+	if v <= 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%d.%d.%d", v/10000, v/100%100, v%100)
+}
+
+// refuse makes the plugin inactive for a profile that cannot run, and says
+// so in the dump directory too (an inactive line, in a file of its own when
+// the outputs are not open yet): in a real job the WARN goes to a log few
+// read, and a report of the directory must not look like a job that ran
+// none of the profiled collectives.
+func (s *Session) refuse(why string) {
+	if s.inactive != "" {
+		return
+	}
+	s.disableLocked(why)
+	if s.jsonl != nil {
+		if err := s.jsonl.Inactive(why); err != nil {
+			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: writing the inactive line: %v", err))
+		}
+		return
+	}
+	dir := s.knobs.DumpDir
+	switch {
+	case dir != "":
+	case s.profile != nil:
+		dir = s.profile.Output.DumpDir
+	default:
+		dir = config.DefaultDumpDir
+	}
+	host, _ := os.Hostname()
+	j, err := sinks.OpenJSONL(dir, s.header(host), sinks.JSONLOptions{Compress: s.knobs.Compress, Log: s.env.Log})
+	if err == nil {
+		err = j.Inactive(why)
+		if cerr := j.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: the inactive line could not be written to %s: %v", dir, err))
+	}
 }
 
 // openProm starts the Prometheus outputs the knobs ask for. Each that
@@ -420,7 +479,7 @@ func (s *Session) loadDevice(ord int) backend.Device {
 		start := time.Now()
 		c, err := s.compile()
 		if err != nil {
-			s.disableLocked(err.Error())
+			s.refuse(err.Error())
 			return nil
 		}
 		s.compiled = c
@@ -623,6 +682,7 @@ func (s *Session) Finalize(id uint64) {
 	select {
 	case sum := <-done:
 		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s; output %s", desc, sum, s.jsonl.Path()))
+		s.warnLost(sum)
 	case <-timer.C:
 		s.jsonl.Shed()
 		if !s.slowWarned {
@@ -631,6 +691,21 @@ func (s *Session) Finalize(id uint64) {
 				desc, s.finalizeTimeout(), s.jsonl.Path()))
 		}
 	}
+}
+
+// warnLost logs one WARN at the last finalize when events were lost (the
+// drain's drops and the records the file could not take): the per-drop
+// WARN comes at the first drop, when the job has barely started, and this
+// one says what the whole job lost. Again only when more were lost since.
+func (s *Session) warnLost(sum rings.Summary) {
+	t := sum.Total()
+	lost := t.Dropped + s.jsonl.Lost()
+	if lost <= s.lostWarned {
+		return
+	}
+	s.lostWarned = lost
+	s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: lost %d events of %d matched (%d dropped before the output, %d not written to it): the output holds the rest, and its dump_stats count each loss by stage: %s",
+		lost, t.Matched, t.Dropped, lost-t.Dropped, s.jsonl.Path()))
 }
 
 func (s *Session) finalizeTimeout() time.Duration {

@@ -15,6 +15,11 @@ import (
 // kind holds: histogram p50/p90/p99 (to their bucket), mean, sum, count; sum
 // mean, sum, count; min min, count; max max, count; count count.
 //
+// Auto (the default) is the p50 of work items and the mean of histogram and
+// sum aggregates: a log2 histogram's p50 is a bucket bound, blind to any
+// change inside its bucket, while the mean comes from the exact sum and
+// count the device keeps.
+//
 // Skew is a function's channel skew (slowest channel median less the
 // fastest) in units of the same run's median, and its change is a
 // difference, not a ratio: a skew that grows from 1% to 7% of the median
@@ -29,11 +34,14 @@ const (
 	StatSum   Stat = "sum"
 	StatCount Stat = "count"
 	StatSkew  Stat = "skew"
+	StatAuto  Stat = "auto"
 )
 
-// Defaults of ncclhooks diff, chosen by measurement (examples/ci/README.md).
+// Defaults of ncclhooks diff, chosen by measurement (bench/RESULTS.md, "diff
+// calibration"): at 2% a 5% slowdown was caught in 20 of 20 trials of 20
+// runs per side, with no false FAIL, on records and on aggregates.
 const (
-	DefaultMaxRegress = 0.005
+	DefaultMaxRegress = 0.02
 	DefaultConfidence = 0.95
 	DefaultMinSamples = 30
 	DefaultMinCapture = 0.99
@@ -47,6 +55,9 @@ const (
 	VerdictRegression   Verdict = "regression"
 	VerdictImproved     Verdict = "improved"
 	VerdictInsufficient Verdict = "insufficient data"
+	// VerdictInconclusive: the interval reaches the threshold, so the runs
+	// can neither exclude a slowdown beyond it nor show one: never a PASS.
+	VerdictInconclusive Verdict = "no verdict"
 	// VerdictNotCompared: none of the statistics asked for exists for the
 	// row (an aggregate of another kind); it does not hold a verdict back.
 	VerdictNotCompared Verdict = "not compared"
@@ -59,6 +70,9 @@ const (
 	ResultPass         Result = "PASS"
 	ResultFail         Result = "FAIL"
 	ResultInsufficient Result = "INSUFFICIENT DATA"
+	// ResultNoVerdict: every row had the data, but some interval reached
+	// the threshold (more runs, or a larger --max-regress, decide it).
+	ResultNoVerdict Result = "NO VERDICT"
 )
 
 // num is a float64 that encodes infinities (open histogram buckets) as the
@@ -90,6 +104,10 @@ type Change struct {
 	Stat Stat  `json:"stat"`
 	Base Value `json:"base"`
 	New  Value `json:"new"`
+	// Detectable is the smallest change these runs could show beyond the
+	// threshold at the confidence: the threshold plus the interval's reach
+	// below its estimate (as a ratio, or a difference when Additive).
+	Detectable num `json:"detectable_change"`
 	// Bucketed: the values are histogram buckets; the change interval
 	// spans every value they allow.
 	Bucketed bool `json:"bucketed,omitempty"`
@@ -147,9 +165,15 @@ type Diff struct {
 	Warnings []string  `json:"warnings,omitempty"`
 	Rows     []DiffRow `json:"rows"`
 	// Compared counts rows with a verdict; Regressions and Improved are
-	// among them. Skipped counts rows with insufficient data, by cause in
-	// SkippedBy; NotCompared rows have none of the statistics asked for.
-	Compared    int            `json:"compared"`
+	// among them. Inconclusive rows had the data but an interval that
+	// reaches the threshold. Skipped counts rows with insufficient data, by
+	// cause in SkippedBy; NotCompared rows have none of the statistics
+	// asked for.
+	Compared     int `json:"compared"`
+	Inconclusive int `json:"no_verdict"`
+	// Detectable is the largest Detectable of the rows' ratio changes: a
+	// smaller slowdown of some row could not be told from the runs' noise.
+	Detectable  num            `json:"detectable_change"`
 	Regressions int            `json:"regressions"`
 	Improved    int            `json:"improved"`
 	Skipped     int            `json:"skipped"`
@@ -180,7 +204,9 @@ const (
 func MethodText(conf float64) string {
 	return fmt.Sprintf("each run gives one value per row and statistic; the change is the Hodges-Lehmann estimate of new/base "+
 		"(the median ratio over all base x new run pairs) with its %s distribution-free interval (inverting the Mann-Whitney test; "+
-		"at least %d runs per side); a row fails when the whole interval lies above the threshold; "+
+		"at least %d runs per side); a row fails when the whole interval lies above the threshold, passes when it lies below, "+
+		"and has no verdict when it reaches the threshold; the detectable change is the threshold plus the widest interval's reach below its estimate "+
+		"(a smaller slowdown cannot fail with these runs' spread); auto compares the p50 of work items and the mean (exact sum / count) of aggregates; "+
 		"a histogram quantile is known only to its bucket, so its interval spans every value the buckets allow",
 		pctText(conf), minRunsFor(conf))
 }
@@ -226,19 +252,28 @@ func Compare(base, cand []*RunData, opts DiffOptions) (*Diff, error) {
 			d.Compared++
 		case VerdictOK:
 			d.Compared++
+		case VerdictInconclusive:
+			d.Inconclusive++
 		case VerdictNotCompared:
 			d.NotCompared++
 		case VerdictInsufficient:
 			d.Skipped++
 			d.SkippedBy[row.cause()]++
 		}
+		for _, c := range row.Changes {
+			if c.Defined && !c.Additive && c.Detectable > d.Detectable {
+				d.Detectable = c.Detectable
+			}
+		}
 		d.Rows = append(d.Rows, row)
 	}
 	switch {
 	case d.Regressions > 0:
 		d.Result = ResultFail
-	case d.Skipped > 0 || d.Compared == 0:
+	case d.Skipped > 0 || d.Compared+d.Inconclusive == 0:
 		d.Result = ResultInsufficient
+	case d.Inconclusive > 0:
+		d.Result = ResultNoVerdict
 	default:
 		d.Result = ResultPass
 	}
@@ -320,18 +355,38 @@ func (d *Diff) throttleWarning(base, cand []*RunData) {
 		strings.Join(reasons, ", "), nb, len(base), nn, len(cand)))
 }
 
-// checkInputs refuses comparisons that mean nothing: runs of different
-// profiles, backends or device models.
+// firstLine is s up to its first newline (a multi-line reason's summary).
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+// checkInputs refuses comparisons that mean nothing: runs the plugin did
+// not profile, runs of different profiles (by name or by hash), backends
+// or device models.
 func (d *Diff) checkInputs(base, cand []*RunData, allowMixed bool) error {
 	all := append(slices.Clip(base), cand...)
 	first := all[0]
 	unknownModels := 0
+	var hashed *RunData // the first run with a profile hash
 	for _, r := range all {
+		if len(r.Inactive) > 0 {
+			return &InputError{Path: r.Input, Err: fmt.Errorf("INACTIVE: the plugin recorded nothing in %s (%s): no verdict from a run that was not profiled",
+				r.Inactive[0].Path, firstLine(r.Inactive[0].Reason))}
+		}
 		if r.Profile != first.Profile && !allowMixed {
 			return &InputError{Path: r.Input, Err: fmt.Errorf("profile %q differs from %q of %s: compare runs of one profile (or pass --allow-mixed)", r.Profile, first.Profile, first.Input)}
 		}
 		if r.Backend != first.Backend {
 			return &InputError{Path: r.Input, Err: fmt.Errorf("backend %q differs from %q of %s: runs on different backends measure different things", r.Backend, first.Backend, first.Input)}
+		}
+		switch { // one name, other contents: an edited profile
+		case r.ProfileHash == "":
+		case hashed == nil:
+			hashed = r
+		case r.ProfileHash != hashed.ProfileHash && !allowMixed:
+			return &InputError{Path: r.Input, Err: fmt.Errorf("profile %s differs from profile %s of %s: the runs come from different versions of profile %q; compare runs of one profile (or pass --allow-mixed)",
+				ShortHash(r.ProfileHash), ShortHash(hashed.ProfileHash), hashed.Input, r.Profile)}
 		}
 		if len(r.Models) == 0 {
 			unknownModels++

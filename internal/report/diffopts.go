@@ -15,7 +15,7 @@ import (
 type Stat string
 
 // Stats lists the statistics ParseStats accepts.
-var Stats = []Stat{StatP50, StatP90, StatP99, StatMin, StatMax, StatMean, StatSum, StatCount, StatSkew}
+var Stats = []Stat{StatAuto, StatP50, StatP90, StatP99, StatMin, StatMax, StatMean, StatSum, StatCount, StatSkew}
 
 // ParseStats parses a comma-separated list such as "p50,p99".
 func ParseStats(s string) ([]Stat, error) {
@@ -71,7 +71,7 @@ func FractionText(input string, v float64) string {
 
 // DiffOptions choose what a diff compares and when it fails.
 type DiffOptions struct {
-	Stats []Stat // default p50
+	Stats []Stat // default auto
 	// MaxRegress is the tolerated slowdown (a fraction): a row fails when
 	// its change exceeds it with the confidence.
 	MaxRegress float64
@@ -93,4 +93,4 @@ type DiffOptions struct {
 }
 
 // DefaultStats are compared when DiffOptions.Stats is empty.
-var DefaultStats = []Stat{StatP50}
+var DefaultStats = []Stat{StatAuto}

@@ -72,6 +72,22 @@ func (r *DiffRow) cause() string {
 	return r.Reason
 }
 
+// resolve turns auto into the row's statistic: the p50 of work items, the
+// mean of a histogram or sum aggregate (from its exact sum and count), and
+// nothing for the other kinds.
+func resolve(k rowKey, st Stat) (Stat, bool) {
+	if st != StatAuto {
+		return st, applies(k, st)
+	}
+	switch {
+	case k.aggregate == "":
+		return StatP50, true
+	case k.kind == "histogram" || k.kind == "sum":
+		return StatMean, true
+	}
+	return "", false
+}
+
 // applies says whether a row from this source has statistic st.
 func applies(k rowKey, st Stat) bool {
 	if k.aggregate == "" {
@@ -103,8 +119,8 @@ func compareRow(k rowKey, base, cand []*RunData, p problem, opts DiffOptions) Di
 	}
 	var stats []Stat
 	for _, st := range opts.Stats {
-		if applies(k, st) {
-			stats = append(stats, st)
+		if r, ok := resolve(k, st); ok && !slices.Contains(stats, r) {
+			stats = append(stats, r)
 		}
 	}
 	switch {
@@ -133,7 +149,7 @@ func compareRow(k rowKey, base, cand []*RunData, p problem, opts DiffOptions) Di
 		c := compareStat(st, bRows, cRows, opts)
 		row.Changes = append(row.Changes, c)
 		n[c.Verdict]++
-		if c.Verdict == VerdictInsufficient {
+		if c.Verdict == VerdictInsufficient || c.Verdict == VerdictInconclusive {
 			reasons = append(reasons, string(st)+": "+c.Reason)
 		}
 	}
@@ -141,6 +157,8 @@ func compareRow(k rowKey, base, cand []*RunData, p problem, opts DiffOptions) Di
 	switch {
 	case n[VerdictRegression] > 0:
 		row.Verdict = VerdictRegression
+	case n[VerdictInconclusive] > 0:
+		row.Verdict = VerdictInconclusive
 	case n[VerdictOK]+n[VerdictImproved] == 0:
 		return skip(causeValue, row.Reason)
 	case n[VerdictOK] == 0:
@@ -180,9 +198,9 @@ func fewest(rows []*runRow) uint64 {
 }
 
 // changeTolerance is how far from the threshold a change still counts as at
-// it (which passes: a row fails only when its interval lies above). Ratios
-// are shifts of logarithms, and log and expm1 round: an exact +5% came out
-// as 5.000000000000016%, a FAIL at --max-regress 5%.
+// it (neither above nor below: no verdict). Ratios are shifts of
+// logarithms, and log and expm1 round: an exact +5% came out as
+// 5.000000000000016%, a FAIL at --max-regress 5%.
 const changeTolerance = 1e-9
 
 // compareStat compares one statistic of a row over the runs.
@@ -235,15 +253,35 @@ func compareStat(st Stat, bRows, cRows []*runRow, opts DiffOptions) Change {
 	}
 	c.Defined = true
 	c.EstLo, c.EstHi, c.Lo, c.Hi = num(s.EstLo), num(s.EstHi), num(s.Lo), num(s.Hi)
+	c.Detectable = num(detectable(s, opts.MaxRegress, c.Additive))
+	t := opts.MaxRegress
 	switch {
-	case s.Lo > opts.MaxRegress+changeTolerance:
+	case s.Lo > t+changeTolerance:
 		c.Verdict = VerdictRegression
-	case s.Hi < -opts.MaxRegress-changeTolerance:
+	case s.Hi < -t-changeTolerance:
 		c.Verdict = VerdictImproved
-	default:
+	case s.Hi < t-changeTolerance:
 		c.Verdict = VerdictOK
+	default:
+		// The interval reaches the threshold: a slowdown beyond it is as
+		// consistent with these runs as none, so this is no PASS.
+		c.Verdict = VerdictInconclusive
+		c.Reason = fmt.Sprintf("the interval reaches %s; these runs can tell only a change above %s",
+			signedPct(t), signedPct(float64(c.Detectable)))
 	}
 	return c
+}
+
+// detectable is the smallest change that would put the interval wholly
+// above the threshold t, were the runs to scatter as these did: the
+// interval moves with the estimate, so that is t plus the interval's reach
+// below the estimate (for a ratio, composed as ratios). For bucketed values
+// the reach runs from the estimate's upper end, the resolution included.
+func detectable(s shift, t float64, additive bool) float64 {
+	if additive {
+		return t + max(s.EstHi-s.Lo, 0)
+	}
+	return (1+t)*max((1+s.EstHi)/(1+s.Lo), 1) - 1
 }
 
 // sideValue is the median over runs of the values' lower and upper ends.

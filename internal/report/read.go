@@ -62,6 +62,9 @@ type File struct {
 	Devices map[int]*DeviceInfo
 	// Comms are the communicators handed a hook, by device and comm index.
 	Comms map[[2]int]schema.Comm
+	// Inactive is why the plugin recorded nothing in this process (its
+	// inactive line: a refused profile); "" when it was active.
+	Inactive string
 }
 
 // DeviceInfo is what a file's device lines say about one device.
@@ -120,9 +123,14 @@ type Run struct {
 	Inputs  []string
 	Files   []*File
 	Profile string // header profile name (the first file's, with AllowMixed)
-	Hooks   map[string]*HookCounts
-	Stats   []DumpStats             // every dump_stats line, in file order
-	Aggs    map[aggKey]*AggSnapshot // the latest snapshot of every aggregate, per file and device
+	// ProfileHash is the first profile_hash of the files (outputs of older
+	// versions have none); with AllowMixed, files of other hashes join.
+	ProfileHash string
+	hashFile    string // the output file that gave ProfileHash, and its profile file
+	hashProfile string
+	Hooks       map[string]*HookCounts
+	Stats       []DumpStats             // every dump_stats line, in file order
+	Aggs        map[aggKey]*AggSnapshot // the latest snapshot of every aggregate, per file and device
 	// Warnings are problems the inputs were read past (a truncated last line).
 	Warnings []string
 	// Refused are the hooks the plugin left out of the device module
@@ -182,6 +190,10 @@ func (e *InputError) Unwrap() error { return e.Err }
 
 // ErrNoRecords is wrapped by Read's error when the inputs hold no record at all.
 var ErrNoRecords = errors.New("no records")
+
+// ErrInactive is wrapped by Read's error when the inputs hold nothing
+// because the plugin was inactive (an inactive line: a refused profile).
+var ErrInactive = errors.New("INACTIVE: the plugin recorded nothing (its profile was refused)")
 
 // Expand turns the inputs (files or directories, searched recursively for
 // *.jsonl) into a sorted list of files.
@@ -247,6 +259,9 @@ func Read(inputs []string, opts Options, onItem func(*WorkItem)) (*Run, error) {
 		records += f.Records
 	}
 	if records == 0 && len(run.Aggs) == 0 {
+		if in := run.Inactive(); len(in) > 0 {
+			return nil, &InputError{Path: in[0].Path, Err: fmt.Errorf("%w in %d of %d file(s): %s", ErrInactive, len(in), len(paths), in[0].Reason)}
+		}
 		return nil, &InputError{Path: paths[0], Err: fmt.Errorf("%w and no aggregates in %d file(s): did the profile's hooks match any event?", ErrNoRecords, len(paths))}
 	}
 	return run, nil
@@ -379,6 +394,8 @@ func (r *reader) line(index int, f *File, pending map[pairKey][]pendingStart, li
 		f.Comms[[2]int{c.Device, c.Comm}] = c
 	case schema.TypeDevice:
 		return f.device(line)
+	case schema.TypeInactive:
+		f.Inactive = o.str("reason")
 	case schema.TypeRefused:
 		if r.run.Refused == nil {
 			r.run.Refused = map[string]string{}
@@ -454,7 +471,42 @@ func (r *reader) header(f *File, line []byte) error {
 		return fmt.Errorf("profile %q differs from %q of %s: the inputs come from different profiles; pass --allow-mixed to merge them anyway",
 			f.Header.Profile, r.run.Profile, r.run.Files[0].Path)
 	}
+	switch h := f.Header.ProfileHash; {
+	case h == "" || h == r.run.ProfileHash:
+	case r.run.ProfileHash == "":
+		r.run.ProfileHash, r.run.hashFile, r.run.hashProfile = h, f.Path, f.Header.ProfileFile
+	case !r.opts.AllowMixed:
+		// One name, other contents: an edited profile, whose numbers
+		// would be merged as if they measured the same thing.
+		return fmt.Errorf("profile %s (%s) differs from profile %s (%s) of %s: the inputs come from different versions of profile %q; pass --allow-mixed to merge them anyway",
+			ShortHash(h), f.Header.ProfileFile, ShortHash(r.run.ProfileHash), r.run.hashProfile, r.run.hashFile, f.Header.Profile)
+	}
 	return nil
+}
+
+// ShortHash names a profile hash in messages: "sha256:" and 12 hex digits.
+func ShortHash(h string) string {
+	if len(h) > 12 {
+		h = h[:12]
+	}
+	return "sha256:" + h
+}
+
+// Inactive lists the files whose process recorded nothing, with why.
+func (r *Run) Inactive() []InactiveFile {
+	var out []InactiveFile
+	for _, f := range r.Files {
+		if f.Inactive != "" {
+			out = append(out, InactiveFile{Path: f.Path, Reason: f.Inactive})
+		}
+	}
+	return out
+}
+
+// InactiveFile is a process in which the plugin recorded nothing.
+type InactiveFile struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 // Drained says whether some file's header names hook among the hooks the

@@ -87,6 +87,13 @@ func (r *Report) Write(w io.Writer, f Format, summary bool) error {
 		return writeJSON(w, r)
 	}
 	var b strings.Builder
+	for _, in := range r.Inactive {
+		// First: nothing below measures these processes.
+		fmt.Fprintf(&b, "INACTIVE: the plugin recorded nothing in %s: %s\n", in.Path, in.Reason)
+	}
+	if len(r.Inactive) > 0 {
+		b.WriteString("\n")
+	}
 	if f == Markdown {
 		fmt.Fprintf(&b, "### ncclhooks report: profile `%s`, %d file(s)\n\n", r.Profile, r.Files)
 	} else {
@@ -237,7 +244,10 @@ func (d *Diff) Summary() string {
 	case ResultPass:
 		s = fmt.Sprintf("PASS: no row %s in %d compared row(s) (%s)", crit, d.Compared, stats)
 	case ResultFail:
-		s = fmt.Sprintf("FAIL: %d of %d compared row(s) %s (%s)", d.Regressions, d.Compared, crit, stats)
+		s = fmt.Sprintf("FAIL: %d of %d compared row(s) %s (%s)", d.Regressions, d.Compared+d.Inconclusive, crit, stats)
+	case ResultNoVerdict:
+		s = fmt.Sprintf("NO VERDICT (%s): %d of %d row(s) could be %s (their intervals reach the threshold); %d compared, none slower",
+			stats, d.Inconclusive, d.Inconclusive+d.Compared, crit, d.Compared)
 	case ResultInsufficient:
 		if d.Skipped == 0 {
 			s = fmt.Sprintf("INSUFFICIENT DATA (%s): no verdict: no row to compare", stats)
@@ -247,6 +257,12 @@ func (d *Diff) Summary() string {
 	}
 	if d.Improved > 0 {
 		s += fmt.Sprintf(", %d improved", d.Improved)
+	}
+	if d.Inconclusive > 0 && d.Result != ResultNoVerdict {
+		s += fmt.Sprintf("; %d row(s) with no verdict (intervals reach the threshold)", d.Inconclusive)
+	}
+	if d.Detectable > 0 {
+		s += "; detectable change " + detectableText(float64(d.Detectable))
 	}
 	if d.Skipped > 0 {
 		causes := make([]string, 0, len(d.SkippedBy))
@@ -264,6 +280,15 @@ func (d *Diff) Summary() string {
 		s += fmt.Sprintf("; %d row(s) not compared (none of the statistics asked for exists for them)", d.NotCompared)
 	}
 	return s
+}
+
+// detectableText is the diff's detectable change: the smallest slowdown of
+// its noisiest row that these runs could tell from noise.
+func detectableText(f float64) string {
+	if math.IsInf(f, 1) {
+		return "unbounded (a histogram bucket without an upper bound)"
+	}
+	return signedPct(f)
 }
 
 // runsText names one side's runs: "10 runs in DIR" when they share a
@@ -290,7 +315,7 @@ func (d *Diff) Write(w io.Writer, f Format) error {
 	}
 	var b strings.Builder
 	if f == Markdown {
-		mark := map[Result]string{ResultPass: "✅", ResultFail: "❌", ResultInsufficient: "⚠️"}[d.Result]
+		mark := map[Result]string{ResultPass: "✅", ResultFail: "❌", ResultInsufficient: "⚠️", ResultNoVerdict: "⚠️"}[d.Result]
 		fmt.Fprintf(&b, "### %s ncclhooks diff: %s\n\n", mark, d.Summary())
 		fmt.Fprintf(&b, "- base: %s\n- new: %s\n- threshold: %s, confidence %s\n- method: %s\n",
 			runsText(d.BaseRuns), runsText(d.NewRuns), d.Threshold, pctText(d.Confidence), d.Method)
@@ -346,7 +371,7 @@ func verdictText(v Verdict, reason string, f Format) string {
 	if f == Markdown && v == VerdictRegression {
 		s = "**regression**"
 	}
-	if reason != "" && (v == VerdictInsufficient || v == VerdictNotCompared) {
+	if reason != "" && (v == VerdictInsufficient || v == VerdictNotCompared || v == VerdictInconclusive) {
 		s += " (" + reason + ")"
 	}
 	return s

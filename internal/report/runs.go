@@ -74,7 +74,11 @@ type RunData struct {
 	Input   string
 	Files   int
 	Profile string
-	Backend string
+	// ProfileHash is the run's profile_hash ("" in older outputs).
+	ProfileHash string
+	// Inactive are its processes in which the plugin recorded nothing.
+	Inactive []InactiveFile
+	Backend  string
 	// Models are the distinct device models of the run's clock lines,
 	// sorted; empty when the output does not record them.
 	Models []string
@@ -119,7 +123,8 @@ func LoadRun(input string, opts Options, byChannel bool) (*RunData, error) {
 	if err != nil {
 		return nil, err
 	}
-	rd := &RunData{Input: input, Files: len(run.Files), Profile: run.Profile, Hooks: map[string]*runHook{}, rows: map[rowKey]*runRow{}}
+	rd := &RunData{Input: input, Files: len(run.Files), Profile: run.Profile, ProfileHash: run.ProfileHash, Inactive: run.Inactive(),
+		Hooks: map[string]*runHook{}, rows: map[rowKey]*runRow{}}
 	models := map[string]bool{}
 	for _, f := range run.Files {
 		if rd.Backend == "" {

@@ -54,10 +54,13 @@ type Skew struct {
 
 // Report is the statistics of one run.
 type Report struct {
-	Inputs  []string     `json:"inputs"`
-	Files   int          `json:"files"`
-	Profile string       `json:"profile"`
-	Hooks   []HookReport `json:"hooks"`
+	Inputs  []string `json:"inputs"`
+	Files   int      `json:"files"`
+	Profile string   `json:"profile"`
+	// Inactive are the processes in which the plugin recorded nothing (a
+	// refused profile), with why: such a report is no measurement.
+	Inactive []InactiveFile `json:"inactive,omitempty"`
+	Hooks    []HookReport   `json:"hooks"`
 	// Aggregates are the on-device aggregates, merged over devices and ranks.
 	Aggregates []AggReport `json:"aggregates,omitempty"`
 	// AggSkew is the channel skew of the aggregates keyed by channelId, per
@@ -125,7 +128,7 @@ func Load(inputs []string, opts Options) (*Report, error) {
 
 // Report computes the statistics of run from the collected items.
 func (c *Collector) Report(run *Run) *Report {
-	rep := &Report{Inputs: run.Inputs, Files: len(run.Files), Profile: run.Profile}
+	rep := &Report{Inputs: run.Inputs, Files: len(run.Files), Profile: run.Profile, Inactive: run.Inactive()}
 	byFunc := map[string]map[string][]int{} // hook -> func -> channels
 	for k := range c.groups {
 		if byFunc[k.hook] == nil {

@@ -11,10 +11,11 @@ import (
 // TestDiffAtExactlyTheThreshold: runs whose every work item takes 20000 ns
 // against runs at 21000 ns (+5% exactly) and 19000 ns (-5% exactly). The
 // Hodges-Lehmann estimate and both ends of its interval are then the change
-// itself, and the threshold is inclusive: a row fails only when the whole
-// interval lies above --max-regress, so +5% at --max-regress 5% passes, and
-// fails at 4.9%; -5% is an improvement only below -5%, so at 5% it is ok,
-// and at 4.9% improved. (The ratio is computed through logarithms, whose
+// itself. A row fails only when the whole interval lies above
+// --max-regress and passes only when it lies below, so +5% at --max-regress
+// 5% has no verdict (it cannot exclude the threshold), and fails at 4.9%;
+// -5% is an improvement only below -5%, so at 5% it is ok, and at 4.9%
+// improved. (The ratio is computed through logarithms, whose
 // rounding put an exact +5% at 5.000000000000016%: a FAIL.)
 func TestDiffAtExactlyTheThreshold(t *testing.T) {
 	fn := reporttest.Func{ID: 12, Name: "AllReduce_Sum_f32_RING_LL", BaseNs: 20000.5} // floored: 20000, 21000, 19000
@@ -30,7 +31,8 @@ func TestDiffAtExactlyTheThreshold(t *testing.T) {
 		change    float64
 		want      report.Verdict
 	}{
-		{"+5% at 5%", up, "5%", 0.05, report.VerdictOK},
+		{"+5% at 5%", up, "5%", 0.05, report.VerdictInconclusive},
+		{"+5% at 5.1%", up, "5.1%", 0.05, report.VerdictOK},
 		{"+5% at 4.9%", up, "4.9%", 0.05, report.VerdictRegression},
 		{"-5% at 5%", down, "5%", -0.05, report.VerdictOK},
 		{"-5% at 4.9%", down, "4.9%", -0.05, report.VerdictImproved},

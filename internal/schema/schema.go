@@ -24,6 +24,7 @@ const (
 	TypeDumpStats = "dump_stats"
 	TypeAggregate = "aggregate"
 	TypeDevice    = "device"
+	TypeInactive  = "inactive"
 )
 
 // Header is the first line of a file.
@@ -37,6 +38,17 @@ type Header struct {
 	Executable  string `json:"executable,omitempty"` // the process's program (/proc/self/exe)
 	Backend     string `json:"backend"`
 	StartUnixNs int64  `json:"start_unix_ns"`
+	// ProfileHash is the SHA-256 (hex) of the profile file and its includes
+	// (config.Profile.Hash): runs of different hashes are not merged
+	// unless asked. Absent in outputs of older versions, and where the
+	// profile could not be read.
+	ProfileHash string `json:"profile_hash,omitempty"`
+	// PluginVersion is the plugin's build (git describe, stamped by the
+	// Makefile), NCCLVersion the NCCL that loaded it ("2.28.9"; "unknown"
+	// where the plugin cannot tell, as under the harness). Absent in
+	// outputs of older versions.
+	PluginVersion string `json:"plugin_version,omitempty"`
+	NCCLVersion   string `json:"nccl_version,omitempty"`
 	// Fields maps, per hook, each output field name to its catalogue source
 	// ("ts" -> "timestamp"), for profiles that rename fields.
 	Fields map[string]map[string]string `json:"fields,omitempty"`
@@ -109,6 +121,16 @@ func DeviceKey(uuid, host string, pid, ordinal int) string {
 		return uuid
 	}
 	return fmt.Sprintf("%s pid %d device %d", host, pid, ordinal)
+}
+
+// Inactive says that the plugin records nothing in this process, and why:
+// the profile was refused (it does not load, generate or compile) or a knob
+// is wrong. It follows the header, alone: a file with one is the whole
+// output of a job that ran unprofiled.
+type Inactive struct {
+	Type       string `json:"type"`
+	TimeUnixNs int64  `json:"time_unix_ns"`
+	Reason     string `json:"reason"`
 }
 
 // Refused is a hook left out because it could fault NCCL's kernels.

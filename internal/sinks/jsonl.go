@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -30,6 +31,11 @@ type Header struct {
 	Executable  string // default: os.Executable
 	Backend     string
 	StartUnixNs int64 // default: now
+	// ProfileHash, PluginVersion and NCCLVersion are the schema.Header
+	// keys of the same names; "" leaves each out.
+	ProfileHash   string
+	PluginVersion string
+	NCCLVersion   string
 	// Fields optionally maps, per hook, each output field name to its
 	// catalogue source, so readers find renamed fields ("ts" -> "timestamp").
 	// HeaderFields builds it from a module.
@@ -266,6 +272,12 @@ func (j *JSONL) writeHeader(h *Header) {
 	b = appendString(b, h.Backend)
 	b = appendKey(b, "start_unix_ns")
 	b = strconv.AppendInt(b, h.StartUnixNs, 10)
+	for _, kv := range [][2]string{{"profile_hash", h.ProfileHash}, {"plugin_version", h.PluginVersion}, {"nccl_version", h.NCCLVersion}} {
+		if kv[1] != "" {
+			b = appendKey(b, kv[0])
+			b = appendString(b, kv[1])
+		}
+	}
 	if len(h.Fields) > 0 {
 		b = appendKey(b, "fields")
 		b = appendStringMap2(b, h.Fields)
@@ -365,6 +377,14 @@ func (j *JSONL) Comm(c Comm) error {
 // the plugin does when it loads a device; Dump writes one per device too.
 func (j *JSONL) Device(d *DeviceState) error {
 	return j.metaLine(appendDevice(nil, d))
+}
+
+// Inactive writes an inactive line: the plugin records nothing in this
+// process, for reason. {"type":"inactive","time_unix_ns":..,"reason":"..."}.
+func (j *JSONL) Inactive(reason string) error {
+	b := strconv.AppendInt([]byte(`{"type":"inactive","time_unix_ns":`), time.Now().UnixNano(), 10)
+	b = appendString(append(b, `,"reason":`...), reason)
+	return j.metaLine(append(b, "}\n"...))
 }
 
 // Refused writes a refused line for a hook left out of the device module
@@ -573,12 +593,16 @@ func (j *JSONL) Dump(d *Dump) error {
 	return ferr
 }
 
-// Lost is the number of records whose lines could not be written.
+// Lost is the number of records the file lost: lines that could not be
+// written, and lines past NCCL_HOOKS_MAX_OUTPUT_BYTES.
 func (j *JSONL) Lost() uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	var n uint64
 	for _, v := range j.lost {
+		n += v
+	}
+	for _, v := range j.capped {
 		n += v
 	}
 	return n

@@ -56,7 +56,8 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 	dir := t.TempDir()
 	h := allTypesHook()
 	m := &hookgen.Module{Hooks: []*hookgen.HookInfo{h}}
-	j, err := NewJSONL(dir, Header{Profile: "p", ProfileFile: "p.yaml", Host: "n", PID: 3, Backend: "cpu", Fields: HeaderFields(m), Funcs: []string{"AllReduce_Sum_f32_RING_LL", "Broadcast_RING_LL"}, Drained: []string{"lat"}})
+	j, err := NewJSONL(dir, Header{Profile: "p", ProfileFile: "p.yaml", Host: "n", PID: 3, Backend: "cpu", Fields: HeaderFields(m), Funcs: []string{"AllReduce_Sum_f32_RING_LL", "Broadcast_RING_LL"}, Drained: []string{"lat"},
+		ProfileHash: "ce4cea05", PluginVersion: "v1.0-3-gabc", NCCLVersion: "2.28.9"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +71,7 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 			PowerMW: u32(90000), ECCCorrected: u64(1), ECCUncorrected: u64(0), NVLinkErrors: u64(2), NVLinks: 18}}
 	must(0, j.Device(&full))
 	must(0, j.Refused("h2", "p.yaml:3:5", "needs a stack frame"))
+	must(0, j.Inactive("cpu backend: cc failed"))
 	vals := make([]hookgen.Value, len(h.Layout.Fields))
 	for i := range vals {
 		vals[i].Type = h.Layout.Fields[i].Type
@@ -118,6 +120,8 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 			allKeys(t, typ, l, schema.Comm{})
 		case schema.TypeRefused:
 			checkKeys(t, typ, l, schema.Refused{})
+		case schema.TypeInactive:
+			checkKeys(t, typ, l, schema.Inactive{})
 		case schema.TypeRecord:
 			var fields []string
 			for _, f := range h.Layout.Fields {
@@ -147,7 +151,7 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 		}
 	}
 	for _, typ := range []string{schema.TypeHeader, schema.TypeClock, schema.TypeComm, schema.TypeRefused, schema.TypeRecord,
-		schema.TypeDumpStats, schema.TypeAggregate, schema.TypeDevice} {
+		schema.TypeDumpStats, schema.TypeAggregate, schema.TypeDevice, schema.TypeInactive} {
 		if seen[typ] == 0 {
 			t.Errorf("no %s line written", typ)
 		}
