@@ -150,3 +150,63 @@ func TestCheckFindsTamperedRecords(t *testing.T) {
 		}
 	}
 }
+
+// A hook the plugin refused (the caller's budget is too small for it, as in
+// the caller matrix's 32-register column) writes a refused line and nothing
+// else: check names it REFUSED and checks the other hooks, and does not
+// call the refused hook's missing aggregates a MISMATCH (the caller matrix's
+// test, which takes a refusal with its reason, failed on exactly that).
+func TestCheckRefusedAggregateHook(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(t.TempDir(), "two.yaml")
+	if err := os.WriteFile(prof, []byte(`version: 1
+name: two
+hooks:
+  - name: latency
+    when: phase == STOP && paired
+    aggregate:
+      - {name: duration_ns, kind: histogram, value: duration, by: [funcId], buckets: log2}
+      - {name: slowest_ns, kind: max, value: duration, by: [funcId]}
+  - name: trace
+    fields: [timestamp, workCounter, channelId, phase]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := cli(t, "run", prof, "--backend", "cpu", "--out", dir, "--items", "200"); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, out)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "ncclhooks-*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("outputs %v", files)
+	}
+	body, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the plugin writes for a refused hook: its refused line, and no
+	// aggregate or dump_stats line of it.
+	var kept []string
+	dropped := 0
+	for _, l := range strings.SplitAfter(string(body), "\n") {
+		if strings.Contains(l, `"hook":"latency"`) && (strings.Contains(l, `"type":"aggregate"`) || strings.Contains(l, `"type":"dump_stats"`)) {
+			dropped++
+			continue
+		}
+		kept = append(kept, l)
+		if strings.Contains(l, `"type":"header"`) {
+			kept = append(kept, `{"type":"refused","hook":"latency","position":"latency.yaml:4:5","reason":"needs a 48-byte stack frame"}`+"\n")
+		}
+	}
+	if dropped == 0 {
+		t.Fatal("the latency hook wrote no aggregate or dump_stats line to take out")
+	}
+	if err := os.WriteFile(files[0], []byte(strings.Join(kept, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := cli(t, "check", dir, "--profile", prof)
+	// A refusal is never "exact" (check exits 1 and says MISMATCH), but the
+	// only problem named is the refusal: the trace hook's rows are exact.
+	if code != 1 || !strings.Contains(out, `REFUSED hook "latency"`) || strings.Contains(out, "MISMATCH latency") || strings.Count(out, "   exact") != 2 {
+		t.Fatalf("check with the latency hook refused: exit %d, want 1, REFUSED, no MISMATCH of latency and the trace hook's 2 rows exact\n%s", code, out)
+	}
+}

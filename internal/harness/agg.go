@@ -140,6 +140,9 @@ func (s *Summary) checkAggregates(prof *config.Profile, logs map[int][]Event, ou
 		if len(h.Aggregates) == 0 {
 			continue
 		}
+		if _, refused := out.refused[h.Name]; refused {
+			continue // left out of the device module: it aggregates nothing
+		}
 		lets := map[string]bool{}
 		computable := hostComputable(h.When, lets)
 		for _, l := range h.Lets {
