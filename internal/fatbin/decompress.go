@@ -24,7 +24,10 @@ func (d *decoder) decompress(how string, src []byte, size int64) ([]byte, error)
 		return dst, nil
 	case "zstd":
 		if d.z == nil {
-			z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(size)+1<<20))
+			// One decoder serves every entry of the library: its cap is
+			// maxCubin, not the first entry's size (torch's wheel: a later,
+			// larger cubin failed with "window size exceeded").
+			z, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxCubin))
 			if err != nil {
 				return nil, fmt.Errorf("zstd: %w", err)
 			}
