@@ -69,6 +69,22 @@ func lz4Block(dst, src []byte) error { return lz4Decode(dst, src, false) }
 // start is src.
 func lz4Prefix(dst, src []byte) error { return lz4Decode(dst, src, true) }
 
+// lz4Length adds to n the bytes of an LZ4 length extension at src[s:]
+// (each 255 continues it) and returns n and the offset after it.
+func lz4Length(src []byte, s, n int) (int, int, error) {
+	for {
+		if s >= len(src) {
+			return 0, s, errLZ4
+		}
+		b := src[s]
+		s++
+		n += int(b)
+		if b != 255 {
+			return n, s, nil
+		}
+	}
+}
+
 func lz4Decode(dst, src []byte, prefix bool) error {
 	s, d := 0, 0
 	for s < len(src) && !(prefix && d == len(dst)) {
@@ -76,16 +92,9 @@ func lz4Decode(dst, src []byte, prefix bool) error {
 		s++
 		lit := int(tok >> 4)
 		if lit == 15 {
-			for {
-				if s >= len(src) {
-					return errLZ4
-				}
-				b := src[s]
-				s++
-				lit += int(b)
-				if b != 255 {
-					break
-				}
+			var err error
+			if lit, s, err = lz4Length(src, s, lit); err != nil {
+				return err
 			}
 		}
 		if prefix {
@@ -106,16 +115,9 @@ func lz4Decode(dst, src []byte, prefix bool) error {
 		s += 2
 		ml := int(tok&15) + 4
 		if ml == 19 {
-			for {
-				if s >= len(src) {
-					return errLZ4
-				}
-				b := src[s]
-				s++
-				ml += int(b)
-				if b != 255 {
-					break
-				}
+			var err error
+			if ml, s, err = lz4Length(src, s, ml); err != nil {
+				return err
 			}
 		}
 		if prefix {
