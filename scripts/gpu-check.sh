@@ -18,11 +18,14 @@
 #      a CPU profile of the drain during the sustained rates ($OUT/drain.pprof)
 #   7. the SASS of each example's hook: instructions, atomics, reductions, loads, stores
 #      (host231: NCCL's dev branch, unpatched; HOST_WHEEL=0 leaves out the wheel and torch)
-#   8. ranks: real collectives between 2 and 4 ranks on GPU 0 (scripts/nccl-ranks.sh, nccl-tests),
-#      torch_nccl_load.py --ranks 2 from host events, the hook's added time inside a 2-rank
-#      all-reduce (scripts/nccl-ranks-bench.sh) and a planted straggler (scripts/nccl-straggler.sh),
-#      those two under MPS where the machine has it; for NCCL >= 2.30 also the ranks joined by
-#      NCCL_MULTI_RANK_GPU_ENABLE=1 (BENCH_ROUNDS: the bench's rounds, default 10)
+#   8. ranks (builds the patched NCCLs itself when the nccl step is not asked for), under MPS
+#      where the machine has it: real collectives between 2 and 4 ranks on GPU 0 with no plugin
+#      and every example (scripts/nccl-ranks.sh, nccl-tests; the wheel's NCCL from host events,
+#      each patched NCCL from its device hook, for NCCL >= 2.30 also joined by
+#      NCCL_MULTI_RANK_GPU_ENABLE=1) and torch_nccl_load.py --ranks 2 from host events, as
+#      concurrent streams; then alone on the GPU the hook's added time inside a 2-rank all-reduce
+#      (scripts/nccl-ranks-bench.sh on the newest tag, BENCH_ROUNDS rounds (10) of BENCH_ITERS
+#      calls (50)) and a planted straggler (scripts/nccl-straggler.sh)
 #   9. budget: the plugin's INFO line of the register budget it read from the NCCL that loaded
 #      it (accept.cu linked against the wheel's NCCL and each patched NCCL of step 1; torch's
 #      wheel NCCL through torch, which loads it with local symbols), never "version unknown";
@@ -134,8 +137,10 @@ budget_step() {
 main() {
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvcc --version | tail -1; date -u
   declare -A nccl_pid
-  if has nccl; then
+  if has nccl || has ranks; then
     for tag in "${TAGS[@]}"; do
+      # The ranks step alone builds what it needs; the nccl step always builds.
+      has nccl || [ ! -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] || continue
       scripts/build-nccl.sh --tag $tag --arch sm_90 --jobs 8 --out "$WORK/nccl-$tag" > "$WORK/build-nccl-$tag.log" 2>&1 &
       nccl_pid[$tag]=$!
     done
@@ -170,7 +175,7 @@ main() {
   if has nccl; then
     for tag in "${TAGS[@]}"; do
       echo "== build NCCL $tag with the device hook"
-      wait "${nccl_pid[$tag]}"; echo "exit $?"; tail -4 "$WORK/build-nccl-$tag.log"
+      wait "${nccl_pid[$tag]}"; echo "exit $?"; tail -4 "$WORK/build-nccl-$tag.log"; unset "nccl_pid[$tag]"
       lib=$WORK/nccl-$tag/lib/libnccl.so.2
       [ -f "$lib" ] || continue
       echo "-- register use of its kernels (cuobjdump -res-usage, sm_90)"
@@ -240,42 +245,66 @@ if k:
     fi
   fi
   if has ranks; then
-    # Real collectives between ranks on GPU 0 (scripts/nccl-ranks.sh): the wheel's NCCL from
-    # host events, each patched NCCL built by the nccl step from its device hook.
+    # Real collectives between ranks on GPU 0, under MPS where the machine has it (the ranks'
+    # processes then run at once; without it they take turns in time slices of ~2 ms). The
+    # correctness rows run as concurrent streams, each 2 rows at a time: the wheel's NCCL from
+    # host events, each patched NCCL from its device hook (and, for NCCL >= 2.30, joined by
+    # NCCL_MULTI_RANK_GPU_ENABLE=1), torch between 2 processes; then, alone on the GPU, the
+    # bench and the straggler.
+    mps_start
+    local R=$WORK/ranks-logs t0=$SECONDS; mkdir -p "$R"
+    local -a spids=() slogs=()
+    # stream LOG CMD...: one correctness stream in the background.
+    stream() { local log=$1; shift; "$@" > "$log" 2>&1 & spids+=($!); slogs+=("$log"); }
     wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>&1)
-    echo "== ranks: nccl-tests on the torch wheel's NCCL, NCCL_HOOKS_SOURCE=host"
-    OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$wheel" wheel --source host; echo "exit $? (ranks, wheel, host)"
+    stream "$R/wheel-host.log" env PORT_BASE=20000 OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$wheel" wheel --source host --jobs 2
+    stream "$R/torch.log" bash -c "for prof in latency all-events; do
+        echo \"== torch with the wheel's NCCL, 2 processes on GPU 0 (NCCL_HOSTID each), NCCL_HOOKS_SOURCE=host, \$prof\"
+        NCCL_HOOKS_SOURCE=host timeout 300 python3 internal/harness/torch/torch_nccl_load.py --ranks 2 $BIN/libnccl-profiler-hooks.so examples/\$prof.yaml $WORK/torch-ranks-\$prof 2>&1 | tail -12
+        echo \"exit \${PIPESTATUS[0]} (torch, 2 ranks, \$prof; 77 = skipped)\"
+        $BIN/ncclhooks check $WORK/torch-ranks-\$prof --profile examples/\$prof.yaml 2>&1 | tail -3
+        $BIN/ncclhooks report $WORK/torch-ranks-\$prof --by rank --markdown 2>&1 | head -40
+      done"
+    local port=21000
     for tag in "${TAGS[@]}"; do
-      [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] || { echo "SKIP ranks on patched $tag: not built (STEPS must include nccl)"; continue; }
-      echo "== ranks: nccl-tests on patched NCCL $tag, NCCL_HOOKS_SOURCE=device (Ring, LL/Simple: the functions built)"
-      NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device
-      echo "exit $? (ranks, patched $tag, device)"
+      [ -n "${nccl_pid[$tag]:-}" ] && { wait "${nccl_pid[$tag]}"; echo "build NCCL $tag: exit $?"; tail -2 "$WORK/build-nccl-$tag.log"; }
+      [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] || { echo "FAIL ranks on patched $tag: not built (log: $WORK/build-nccl-$tag.log)"; continue; }
+      stream "$R/patched-$tag-device.log" env NCCL_ALGO=Ring NCCL_PROTO=LL,Simple PORT_BASE=$port OUT=$OUT BIN=$BIN WORK=$WORK/ranks \
+        scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device --jobs 2
+      port=$((port + 1000))
       if at_least_230 $tag; then
-        echo "== ranks: nccl-tests on patched NCCL $tag, ranks sharing the GPU by NCCL_MULTI_RANK_GPU_ENABLE=1, device hook"
-        NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device --join multirank
-        echo "exit $? (ranks, patched $tag, device, multirank)"
+        stream "$R/patched-$tag-device-multirank.log" env NCCL_ALGO=Ring NCCL_PROTO=LL,Simple PORT_BASE=$port OUT=$OUT BIN=$BIN WORK=$WORK/ranks \
+          scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device --join multirank --jobs 2
+        port=$((port + 1000))
       fi
     done
-    echo "== ranks: torch with the wheel's NCCL, 2 processes on GPU 0 (NCCL_HOSTID each), NCCL_HOOKS_SOURCE=host"
-    for prof in latency all-events; do
-      NCCL_HOOKS_SOURCE=host timeout 300 python3 internal/harness/torch/torch_nccl_load.py --ranks 2 $BIN/libnccl-profiler-hooks.so examples/$prof.yaml "$WORK/torch-ranks-$prof" 2>&1 | tail -12
-      echo "exit ${PIPESTATUS[0]} (torch, 2 ranks, $prof; 77 = skipped)"
-      $BIN/ncclhooks check "$WORK/torch-ranks-$prof" --profile examples/$prof.yaml 2>&1 | tail -3
-      $BIN/ncclhooks report "$WORK/torch-ranks-$prof" --by rank --markdown 2>&1 | head -40
+    for k in "${!spids[@]}"; do
+      wait "${spids[$k]}"; local rc=$?
+      echo "== ranks: ${slogs[$k]##*/} (exit $rc)"
+      grep -vE '^\| [a-z_]+_perf \|' "${slogs[$k]}" | head -80  # the rows are in the .md tables of $OUT
+      grep -E '^\| [a-z_]+_perf \|' "${slogs[$k]}" | grep -vE '\| all 0 \| Out of bounds values : 0 OK \| (-|exact|refused, inactive) \|' | sed 's/^/FAILED ROW /'
     done
+    echo "== ranks: the correctness streams took $((SECONDS - t0)) s"
+    # The bench and the straggler, alone on the GPU. The bench joins the ranks by
+    # NCCL_MULTI_RANK_GPU_ENABLE=1 where the NCCL has it (NCCL's transports within one GPU;
+    # the socket transport over loopback spreads the no-plugin rounds by -14%..+21%).
+    local btag=${TAGS[-1]} bjoin=hostid
+    at_least_230 $btag && bjoin=multirank
+    if [ -f "$WORK/nccl-$btag/lib/libnccl.so.2" ]; then
+      echo "== ranks: the time a hook adds inside all-reduce between 2 ranks (patched NCCL $btag, device hook, joined by $bjoin)"
+      t0=$SECONDS
+      NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks ITERS=${BENCH_ITERS:-50} scripts/nccl-ranks-bench.sh "$WORK/nccl-$btag" "patched-$btag" \
+        --source device --join $bjoin --rounds ${BENCH_ROUNDS:-10}
+      echo "exit $? (ranks bench, $((SECONDS - t0)) s)"
+    fi
     tag=${TAGS[0]}
     if [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ]; then
-      # Without MPS the ranks' processes take turns on the GPU (time slices of ~2 ms: an
-      # 8 B all-reduce took 2281 us), which hides what a hook adds; with it they run together.
-      mps_start
-      echo "== ranks: the time a hook adds inside all-reduce between 2 ranks (patched NCCL $tag, device hook)"
-      NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks-bench.sh "$WORK/nccl-$tag" "patched-$tag" --source device --rounds ${BENCH_ROUNDS:-10}
-      echo "exit $? (ranks bench)"
       echo "== ranks: a planted straggler between 4 ranks (patched NCCL $tag, device hook)"
+      t0=$SECONDS
       NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-straggler.sh "$WORK/nccl-$tag" "patched-$tag" --source device
-      echo "exit $? (straggler)"
-      mps_stop
+      echo "exit $? (straggler, $((SECONDS - t0)) s)"
     fi
+    mps_stop
   fi
   if has budget; then
     budget_step

@@ -7,12 +7,16 @@
 # With --join multirank (NCCL >= 2.30) the ranks keep one host identity and
 # NCCL_MULTI_RANK_GPU_ENABLE=1 lets them share the GPU: NCCL's intra-node
 # transports (P2P/SHM on one device), no proxy, so device-hook events only.
-#   scripts/nccl-ranks.sh NCCL_DIR LABEL [--source host|device] [--join hostid|multirank] [--ranks "2 4"] [--tests "..."] [--profiles "..."]
+#   scripts/nccl-ranks.sh NCCL_DIR LABEL [--source host|device] [--join hostid|multirank] [--ranks "2 4"] [--tests "..."] [--profiles "..."] [--jobs J]
 # NCCL_DIR holds lib/libnccl.so.2 and include/nccl.h (a build of scripts/build-nccl.sh,
 # or the torch wheel's nvidia/nccl). Builds nccl-tests from nccl/src/nccl-tests.tar.xz
-# against it, then per test and rank count: once with no plugin, once per profile.
-# A row passes when every rank exits 0 (nccl-tests' -c 1 data check; the patch makes
-# each process report its own wrong results) and `ncclhooks check` says exact.
+# against it, then per test and rank count: once with no plugin, once per profile
+# (default: every example). A row passes when every rank exits 0 (nccl-tests' -c 1 data
+# check; the patch makes each process report its own wrong results) and `ncclhooks check`
+# says exact; a profile that `ncclhooks validate --source` refuses (host events carry no
+# smid, clock or globaltimer) must leave every rank's output inactive with that reason.
+# --jobs J runs J rows at once (correctness only; the rows' seconds are then not timings).
+# PORT_BASE: the first NCCL_COMM_ID port (scripts running at once need ranges apart).
 # Per-row outputs stay in $WORK; $OUT/ranks-LABEL-SOURCE.md gets the table and,
 # for latency at the largest rank count, `ncclhooks report --by rank`.
 set -uo pipefail
@@ -20,7 +24,8 @@ cd "$(dirname "$0")/.."
 NCCL=$(realpath "${1:?usage: nccl-ranks.sh NCCL_DIR LABEL [--source host|device]}")
 LABEL=${2:?LABEL}
 shift 2
-SOURCE=host JOIN=hostid RANKS="2 4" TESTS="all_reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf" PROFILES="latency all-events"
+SOURCE=host JOIN=hostid RANKS="2 4" TESTS="all_reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf" JOBS=1
+PROFILES=$(cd examples && ls *.yaml | sed 's/\.yaml$//' | tr '\n' ' ')
 while [ $# -gt 0 ]; do
   case $1 in
     --source) SOURCE=$2; shift 2 ;;
@@ -28,6 +33,7 @@ while [ $# -gt 0 ]; do
     --ranks) RANKS=$2; shift 2 ;;
     --tests) TESTS=$2; shift 2 ;;
     --profiles) PROFILES=$2; shift 2 ;;
+    --jobs) JOBS=$2; shift 2 ;;
     *) echo "nccl-ranks.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -53,12 +59,17 @@ export LD_LIBRARY_PATH=$NCCL/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # profile NAME: examples/NAME.yaml, else bench/profiles/NAME.yaml (nop).
 profile() { [ -f examples/$1.yaml ] && echo $PWD/examples/$1.yaml || echo $PWD/bench/profiles/$1.yaml; }
+# What this source refuses, per profile: validate's reason ("" = accepted).
+declare -A refused
+for prof in $PROFILES; do
+  "$CLI" validate --source $SOURCE --no-gpu-check "$(profile $prof)" > "$W/validate-$prof.txt" 2>&1 ||
+    refused[$prof]=$(grep -m1 -vE '^\s*$' "$W/validate-$prof.txt" | cut -c1-160)
+done
 
-port=$((29500 + RANDOM % 2000))
-# ranks N DIR TEST PROFILE: one process per rank; every rank's exit status, 0 = all 0.
+PORT_BASE=${PORT_BASE:-$((29500 + RANDOM % 2000))}
+# ranks N DIR TEST PROFILE PORT: one process per rank; every rank's exit status, 0 = all 0.
 ranks() {
-  local n=$1 d=$2 t=$3 prof=$4 pids=() r rc=0
-  port=$((port + 1))
+  local n=$1 d=$2 t=$3 prof=$4 port=$5 pids=() r rc=0
   mkdir -p "$d"
   for ((r = 0; r < n; r++)); do
     env NCCL_TESTS_NPROCS=$n NCCL_TESTS_PROC=$r NCCL_COMM_ID=127.0.0.1:$port $(join $r) \
@@ -70,30 +81,51 @@ ranks() {
   return $rc
 }
 
-status=0
+# row N TEST PROFILE PORT: one table line in DIR.row, and DIR.fail when the row fails.
+row() {
+  local n=$1 t=$2 prof=$3 port=$4 d=$W/$2-r$1-${3:-none} t0=$SECONDS rc chk=- recs=- oob f
+  rm -rf "$d" "$d.row" "$d.fail"
+  ranks $n "$d" $t "$prof" $port > "$d.ranks" 2>&1; rc=$?
+  oob=$(grep -m1 -oE 'Out of bounds values : [0-9]+ [A-Z]+' "$d/rank0.log")
+  if [ -n "$prof" ] && [ -n "${refused[$prof]:-}" ]; then
+    # Refused by this source: every rank's output must say inactive, nothing recorded.
+    chk="refused, inactive"
+    f=$(grep -l '"type":"inactive"' "$d"/ncclhooks-*.jsonl 2>/dev/null | wc -l)
+    [ "$f" -ge "$n" ] || { chk="MISMATCH: $f of $n outputs inactive"; echo "  FAIL $t r$n $prof: refused by --source $SOURCE (${refused[$prof]}) but $f of $n outputs say inactive" >> "$d.ranks"; touch "$d.fail"; }
+    recs=$(cat "$d"/ncclhooks-*.jsonl 2>/dev/null | grep -c '"type":"record"')
+    [ "$recs" = 0 ] || { chk="MISMATCH: $recs records"; touch "$d.fail"; }
+  elif [ -n "$prof" ]; then
+    "$CLI" check "$d" --profile "$(profile $prof)" > "$d.check" 2>&1 && chk=exact || chk=MISMATCH
+    recs=$(cat "$d"/ncclhooks-*.jsonl 2>/dev/null | grep -c '"type":"record"')
+    [ $chk = exact ] || { touch "$d.fail"; { echo "  FAIL $t r$n $prof: check:"; head -15 "$d.check" | sed 's/^/    /'; } >> "$d.ranks"; }
+  fi
+  [ $rc = 0 ] || touch "$d.fail"
+  echo "| $t | $n | ${prof:-none} | $([ $rc = 0 ] && echo "all 0" || echo FAIL) | ${oob:-?} | $chk | $recs | $((SECONDS - t0)) |" > "$d.row"
+}
+
 md=$OUT/ranks-$LABEL-$SOURCE-$JOIN.md
-{ echo "NCCL $(grep -m3 -E '#define NCCL_(MAJOR|MINOR|PATCH) ' "$NCCL/include/nccl.h" | awk '{printf "%s%s", (NR>1?".":""), $3}') ($LABEL), NCCL_HOOKS_SOURCE=$SOURCE, nccl-tests -b 8 -e 64M -f 8 -c 1, one process per rank on GPU 0, joined by $([ $JOIN = hostid ] && echo "an NCCL_HOSTID each (socket transport over lo)" || echo "NCCL_MULTI_RANK_GPU_ENABLE=1 (one host)")"; echo
+{ echo "NCCL $(grep -m3 -E '#define NCCL_(MAJOR|MINOR|PATCH) ' "$NCCL/include/nccl.h" | awk '{printf "%s%s", (NR>1?".":""), $3}') ($LABEL), NCCL_HOOKS_SOURCE=$SOURCE, nccl-tests -b 8 -e 64M -f 8 -c 1, one process per rank on GPU 0, joined by $([ $JOIN = hostid ] && echo "an NCCL_HOSTID each (socket transport over lo)" || echo "NCCL_MULTI_RANK_GPU_ENABLE=1 (one host)"), $JOBS row(s) at a time"; echo
+  for prof in $PROFILES; do [ -n "${refused[$prof]:-}" ] && echo "- $prof: refused by --source $SOURCE: ${refused[$prof]}"; done
+  echo
   echo "| test | ranks | profile | ranks' exit | #wrong (rank 0) | check | records | seconds |"; echo "| --- | --- | --- | --- | --- | --- | --- | --- |"; } > "$md"
+rows=() k=0 t0=$SECONDS
 for n in $RANKS; do
   for t in $TESTS; do
     for prof in "" $PROFILES; do
-      d=$W/$t-r$n-${prof:-none}
-      rm -rf "$d"
-      t0=$SECONDS
-      ranks $n "$d" $t "$prof"; rc=$?
-      secs=$((SECONDS - t0))
-      oob=$(grep -m1 -oE 'Out of bounds values : [0-9]+ [A-Z]+' "$d/rank0.log")
-      chk=- recs=-
-      if [ -n "$prof" ]; then
-        "$CLI" check "$d" --profile "$(profile $prof)" > "$d.check" 2>&1 && chk=exact || chk=MISMATCH
-        recs=$(cat "$d"/ncclhooks-*.jsonl 2>/dev/null | grep -c '"type":"record"')
-        [ $chk = exact ] || { status=1; echo "  FAIL $t r$n $prof: check:"; head -15 "$d.check" | sed 's/^/    /'; }
-      fi
-      [ $rc = 0 ] || status=1
-      echo "| $t | $n | ${prof:-none} | $([ $rc = 0 ] && echo "all 0" || echo FAIL) | ${oob:-?} | $chk | $recs | $secs |" | tee -a "$md"
+      (( $(jobs -rp | wc -l) >= JOBS )) && wait -n
+      row $n $t "$prof" $((PORT_BASE + k)) &
+      rows+=("$W/$t-r$n-${prof:-none}"); k=$((k + 1))
     done
   done
 done
+wait
+status=0
+for d in "${rows[@]}"; do
+  cat "$d.ranks" 2>/dev/null
+  cat "$d.row" 2>/dev/null | tee -a "$md" || { echo "| $d | no row |" | tee -a "$md"; status=1; }
+  [ -f "$d.fail" ] && status=1
+done
+echo "$k rows in $((SECONDS - t0)) s, $JOBS at a time" | tee -a "$md"
 last=${RANKS##* }
 for t in all_reduce_perf; do
   d=$W/$t-r$last-latency
