@@ -29,8 +29,8 @@ func header(t *testing.T, dir string) map[string]any {
 }
 
 // A profile the plugin refuses in a real job (here: its compiler fails)
-// leaves an inactive line in the dump directory; report shows INACTIVE and
-// exits 2, and diff gives no verdict from it. The header carries the
+// leaves an inactive line in the dump directory; report (and report --by)
+// shows INACTIVE and exits 2, and diff gives no verdict from it. The header carries the
 // profile's hash, the plugin's build (the same git describe as the CLI's
 // when make built both) and the NCCL version, unknown under the harness.
 func TestRefusedProfileIsInactiveInReportAndDiff(t *testing.T) {
@@ -50,6 +50,11 @@ func TestRefusedProfileIsInactiveInReportAndDiff(t *testing.T) {
 	text, code := cli(t, "report", out)
 	if code != 2 || !strings.Contains(text, "INACTIVE") || !strings.Contains(text, "/bin/false failed") {
 		t.Errorf("report of an inactive output: exit %d, want 2 and INACTIVE with the reason:\n%s", code, text)
+	}
+	for _, by := range []string{"rank", "device", "comm"} {
+		if text, code := cli(t, "report", out, "--by", by); code != 2 || !strings.Contains(text, "INACTIVE") || !strings.Contains(text, "/bin/false failed") {
+			t.Errorf("report --by %s of an inactive output: exit %d, want 2 and INACTIVE with the reason:\n%s", by, code, text)
+		}
 	}
 	if text, code := cli(t, "diff", out, out); code != 2 || !strings.Contains(text, "INACTIVE") {
 		t.Errorf("diff of an inactive output: exit %d, want 2 and INACTIVE:\n%s", code, text)

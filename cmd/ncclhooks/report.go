@@ -70,7 +70,7 @@ plugin recorded nothing in some process: its profile was refused); ncclhooks hel
 			fmt.Fprintln(stderr, "ncclhooks report:", err)
 			return 2
 		}
-		return 0
+		return inactiveExit(stderr, rep.Inactive, rep.Files)
 	}
 	rep, err := report.Load(fs.Args(), readOptions(*allowMixed, stderr))
 	if err != nil {
@@ -81,12 +81,18 @@ plugin recorded nothing in some process: its profile was refused); ncclhooks hel
 		fmt.Fprintln(stderr, "ncclhooks report:", err)
 		return 2
 	}
-	if len(rep.Inactive) > 0 {
-		fmt.Fprintf(stderr, "ncclhooks report: INACTIVE: the plugin recorded nothing in %d of %d file(s) (%s: %s)\n",
-			len(rep.Inactive), rep.Files, rep.Inactive[0].Path, firstLine(rep.Inactive[0].Reason))
-		return 2
+	return inactiveExit(stderr, rep.Inactive, rep.Files)
+}
+
+// inactiveExit says INACTIVE and gives exit 2 when the plugin recorded
+// nothing in some of the files: a report of them is not a report of the job.
+func inactiveExit(stderr io.Writer, inactive []report.InactiveFile, files int) int {
+	if len(inactive) == 0 {
+		return 0
 	}
-	return 0
+	fmt.Fprintf(stderr, "ncclhooks report: INACTIVE: the plugin recorded nothing in %d of %d file(s) (%s: %s)\n",
+		len(inactive), files, inactive[0].Path, firstLine(inactive[0].Reason))
+	return 2
 }
 
 // firstLine is s up to its first newline (a reason's summary).

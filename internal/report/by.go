@@ -38,7 +38,9 @@ type ByReport struct {
 	Inputs  []string `json:"inputs"`
 	Files   int      `json:"files"`
 	Profile string   `json:"profile"`
-	Funcs   []ByFunc `json:"functions"`
+	// Inactive are the processes in which the plugin recorded nothing.
+	Inactive []InactiveFile `json:"inactive,omitempty"`
+	Funcs    []ByFunc       `json:"functions"`
 	// Aggregates are the on-device aggregates per group. An aggregate is
 	// per device, and a rank is a device's place in its communicators, so
 	// by rank every row with a comm line for its device is attributed; by
@@ -183,7 +185,7 @@ func (c *ByCollector) group(run *Run, file, device, comm int) (key, label string
 
 // Report groups the collected items.
 func (c *ByCollector) Report(run *Run) *ByReport {
-	rep := &ByReport{By: c.by, Inputs: run.Inputs, Files: len(run.Files), Profile: run.Profile}
+	rep := &ByReport{By: c.by, Inputs: run.Inputs, Files: len(run.Files), Profile: run.Profile, Inactive: run.Inactive()}
 	type fk struct{ hook, fn string }
 	type acc struct {
 		label    string
