@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,9 +22,10 @@ func runReport(args []string, stdout, stderr io.Writer) int {
 	asMarkdown := fs.Bool("markdown", false, "write markdown (for a pull request or a wiki)")
 	summary := fs.Bool("summary", false, "one row per function: leave out the per-channel rows")
 	allowMixed := fs.Bool("allow-mixed", false, "merge files written with different profiles")
+	htmlOut := fs.String("html", "", "also write the report as one self-contained HTML `FILE` of SVG charts: a histogram per function, a heat map of durations and skew per rank and channel, drops over time")
 	by := fs.String("by", "", "per `rank`, `device` (GPU, by UUID) or `comm` across every process, the slowest marked")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: ncclhooks report OUTPUT... [--by rank|device|comm] [flags]
+		fmt.Fprint(stderr, `usage: ncclhooks report OUTPUT... [--by rank|device|comm] [--html FILE] [flags]
 
 Per hook, function and channel: work items, p50/p90/p99/max of their durations
 (START/STOP paired by device, channel and workCounter, or a recorded duration),
@@ -41,6 +43,11 @@ START - earliest, p50/p99/max, and the straggler, the rank the others wait for
 (whose own work items are then the shortest: "slowest" blames the waiting).
 Exit status: 0 done, 2 usage or input error, or an INACTIVE output (the
 plugin recorded nothing in some process: its profile was refused); ncclhooks help has the table.
+With --html FILE, also one page of SVG charts (no script, nothing fetched):
+per hook and function a histogram of the durations and a heat map of the
+median per rank (or device) and channel with each row's channel skew and
+each channel's skew across ranks; the on-device histograms; the drops of
+each hook over time (a line per process and device, from dump_stats).
 
 `)
 		fs.PrintDefaults()
@@ -55,6 +62,10 @@ plugin recorded nothing in some process: its profile was refused); ncclhooks hel
 	if err != nil {
 		fmt.Fprintln(stderr, "ncclhooks report:", err)
 		return 2
+	}
+	if *by != "" && *htmlOut != "" {
+		fmt.Fprintln(stderr, "ncclhooks report: --html draws the report of every rank together; leave out --by")
+		return exitUsage
 	}
 	if *by != "" {
 		b, err := report.ParseBy(*by)
@@ -72,10 +83,22 @@ plugin recorded nothing in some process: its profile was refused); ncclhooks hel
 		}
 		return inactiveExit(stderr, rep.Inactive, rep.Files)
 	}
-	rep, err := report.Load(fs.Args(), readOptions(*allowMixed, stderr))
+	c, page := report.NewCollector(), report.NewPage()
+	add := c.Add
+	if *htmlOut != "" {
+		add = func(w *report.WorkItem) { c.Add(w); page.Add(w) }
+	}
+	run, err := report.Read(fs.Args(), readOptions(*allowMixed, stderr), add)
 	if err != nil {
 		fmt.Fprintln(stderr, "ncclhooks report:", err)
 		return 2
+	}
+	rep := c.Report(run)
+	if *htmlOut != "" {
+		if err := writeHTML(*htmlOut, page, run, rep, stderr); err != nil {
+			fmt.Fprintln(stderr, "ncclhooks report: --html:", err)
+			return 2
+		}
 	}
 	if err := rep.Write(stdout, format, *summary); err != nil {
 		fmt.Fprintln(stderr, "ncclhooks report:", err)
@@ -192,4 +215,32 @@ func progressLine(w io.Writer) func(done, total int64) {
 
 func mib(n int64) string {
 	return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(n)/(1<<20)), ".0") + " MiB"
+}
+
+// writeHTML writes the page next to its target and renames it, so that a
+// browser never opens half a page.
+func writeHTML(path string, page *report.Page, run *report.Run, rep *report.Report, stderr io.Writer) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	sum, err := page.Write(tmp, run, rep)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return err
+	}
+	if !quiet {
+		fmt.Fprintf(stderr, "ncclhooks report: wrote %s: %d histograms, %d heat maps, %d on-device histograms, %d drops charts\n",
+			path, sum.Histograms, sum.HeatMaps, sum.AggCharts, sum.DropCharts)
+	}
+	return nil
 }

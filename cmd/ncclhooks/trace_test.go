@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ncclhooks/ncclhooks/internal/report/reporttest"
+	"github.com/ncclhooks/ncclhooks/internal/trace/perfettotest"
 )
 
 func TestTraceCommand(t *testing.T) {
@@ -128,5 +129,56 @@ hooks:
 	}
 	if samples["0 h events (count), device 0"] < 2 {
 		t.Errorf("want the aggregate over time (a sample per dump), got %d samples", samples["0 h events (count), device 0"])
+	}
+}
+
+// trace --format perfetto through the real plugin on the cpu backend:
+// protoc, with Perfetto's own protos, decodes what it writes, and it holds
+// the slices of trace --format json (count, tracks, names, start and
+// duration to the nanosecond), with the drops and buffer fill counters.
+func TestTracePerfettoFormat(t *testing.T) {
+	perfettotest.Require(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	if text, code := cli(t, "run", "../../examples/all-events.yaml", "--backend", "cpu", "--out", out, "--devices", "2", "--comms", "2", "--channels", "2", "--items", "40"); code != 0 {
+		t.Fatalf("run: exit %d:\n%s", code, text)
+	}
+	pf, js := filepath.Join(dir, "t.pftrace"), filepath.Join(dir, "t.json")
+	text, code := cli(t, "trace", out, "--format", "perfetto", "-o", pf)
+	if code != 0 || !strings.Contains(text, "wrote "+pf+": 320 slices") || !strings.Contains(text, "buffer fill samples") {
+		t.Fatalf("trace --format perfetto: exit %d:\n%s", code, text)
+	}
+	if text, code := cli(t, "trace", out, "--format", "json", "-o", js); code != 0 {
+		t.Fatalf("trace --format json: exit %d:\n%s", code, text)
+	}
+	pdata, _ := os.ReadFile(pf)
+	jdata, _ := os.ReadFile(js)
+	tr := perfettotest.Decode(t, pdata)
+	if n := perfettotest.CompareJSON(t, jdata, tr); n != 320 {
+		t.Errorf("%d slices compared, want 2 devices x 2 comms x 2 channels x 40 items", n)
+	}
+	var drops, fill int
+	for _, c := range tr.Counters {
+		switch {
+		case strings.HasPrefix(c.Track, "dropped records (cumulative), hook all, device "):
+			drops++
+		case strings.HasPrefix(c.Track, "pending in device buffer (reserved, not drained), hook all, device "):
+			fill++
+			if c.Values[len(c.Values)-1] != 0 {
+				t.Errorf("%s: the final dump's pending is %v, want 0", c.Track, c.Values)
+			}
+		}
+	}
+	if drops != 2 || fill != 2 {
+		t.Errorf("%d drop and %d fill counter tracks, want one per device (2); counters %v", drops, fill, tr.Counters)
+	}
+	for _, s := range tr.Slices {
+		comm, ok := s.Args["comm"].(map[string]any)
+		if !ok || comm["comm_id"] == nil || comm["nranks"] != int64(2) {
+			t.Fatalf("slice %+v: want its communicator in its args", s)
+		}
+	}
+	if text, code := cli(t, "trace", out, "--format", "svg"); code != 2 || !strings.Contains(text, "want json or perfetto") {
+		t.Errorf("--format svg: exit %d:\n%s", code, text)
 	}
 }

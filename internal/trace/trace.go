@@ -38,6 +38,7 @@ const ClockNote = "device timestamps are placed on the host timeline with each f
 type Summary struct {
 	Slices         int
 	Counters       int // drop counter samples
+	FillCounters   int // buffer fill samples (Perfetto format only): one per dump_stats line
 	AggCounters    int // aggregate counter samples (one per aggregate line)
 	AggTracks      int // aggregate counter tracks: one per aggregate and device
 	Processes      int // processes (files)
@@ -79,8 +80,18 @@ type trackKey struct {
 	pid, hook, device, comm, channel int
 }
 
-// Write reads the inputs and writes their trace to w.
+// Write reads the inputs and writes their trace to w in the Chrome trace
+// event format (JSON).
 func Write(w io.Writer, inputs []string, opts report.Options) (*Summary, error) {
+	b, err := build(inputs, opts)
+	if err != nil {
+		return nil, err
+	}
+	return b.write(w)
+}
+
+// build reads the inputs into a builder holding their slices.
+func build(inputs []string, opts report.Options) (*builder, error) {
 	opts.AggHistory = true
 	var items []report.WorkItem
 	run, err := report.Read(inputs, opts, func(it *report.WorkItem) {
@@ -95,7 +106,7 @@ func Write(w io.Writer, inputs []string, opts report.Options) (*Summary, error) 
 	for i := range items {
 		b.add(&items[i])
 	}
-	return b.write(w)
+	return b, nil
 }
 
 type builder struct {
