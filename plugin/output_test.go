@@ -39,8 +39,10 @@ func TestOutputSizeCap(t *testing.T) {
 			if st.Matched != r.emitted[0] || st.Records+st.Dropped != st.Matched || st.Pending != 0 {
 				t.Fatalf("final %+v, emitted %d", st, r.emitted[0])
 			}
-			if st.DroppedCap == 0 || st.DroppedCap != st.Dropped {
-				t.Errorf("want every drop to be the cap's, and some: %+v", st)
+			// Torn, with its WARN, is the one drop a loaded host can add
+			// (a driver thread stopped past the torn timeout mid-write).
+			if torn := countWarns(r.warns, "torn: a writer reserved a slot"); st.DroppedCap == 0 || st.DroppedCap+st.DroppedTorn != st.Dropped || (st.DroppedTorn > 0) != (torn == 1) {
+				t.Errorf("want every drop to be the cap's (or torn, with its WARN), and some: %+v", st)
 			}
 			if uint64(o.records["all 0"]) != st.Records || st.Records == 0 {
 				t.Errorf("%d record lines in the file, records_total %d", o.records["all 0"], st.Records)
