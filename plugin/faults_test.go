@@ -106,15 +106,25 @@ func TestTransientFullDisk(t *testing.T) {
 func transientFullDisk(t *testing.T, compress string) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")
-	prof := writeProfile(t, dir, "version: 1\nname: full-disk\noutput: {dump_interval: 20ms, ring_capacity: 262144}\nhooks:\n  - name: all\n    fields: [workCounter, channelId, phase]\n    buffer: {slots: 65536}\n")
+	// A cycle is 2 channels x 20000 items x START and STOP = 80000 events.
+	// The buffer (131072 slots) and the ring (262144 records) each hold a
+	// whole cycle, so however far a loaded host leaves the drain behind the
+	// producers, no record can be dropped buffer_full, overwritten or
+	// ring_full: the only drops this test allows are the failed writes it
+	// causes, and torn (below). (With 65536 slots a cycle did not fit, and a drain that fell
+	// behind under -race load dropped buffer_full.)
+	prof := writeProfile(t, dir, "version: 1\nname: full-disk\noutput: {dump_interval: 20ms, ring_capacity: 262144}\nhooks:\n  - name: all\n    fields: [workCounter, channelId, phase]\n    buffer: {slots: 131072}\n")
 	r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out,
 		"NCCL_HOOKS_COMPRESS=" + compress, "CDRIVER_FSIZE=16384"}, 1, 1, 2, 20000, 2)
-	// One WARN about the failed write; a host under load may add the
-	// one-time drop WARN (buffer_full or ring_full, counted below). The
-	// last finalize of each cycle that lost records says how many.
+	// One WARN about the failed write; the last finalize of each cycle that
+	// lost records says how many. The one drop no buffer size rules out is
+	// torn: the writers are the driver's threads, and a loaded host can
+	// stop one between reserving a slot and writing it for longer than the
+	// drain's torn timeout (50 ms; seen once in 4 loaded make test runs);
+	// it comes with its one-time WARN.
 	other, lost := splitLost(r.warns)
-	failedWARNs := countWarns(other, "dropped_write_failed")
-	if failedWARNs != 1 || len(other) > 2 || len(lost) == 0 || len(lost) > 2 {
+	failedWARNs, tornWARNs := countWarns(other, "dropped_write_failed"), countWarns(other, "torn: a writer reserved a slot")
+	if failedWARNs != 1 || tornWARNs > 1 || len(other) != 1+tornWARNs || len(lost) == 0 || len(lost) > 2 {
 		t.Errorf("want one WARN about the failed write and a lost WARN per cycle that lost records, got %q", r.warns)
 	}
 	o := readOutput(t, out)
@@ -125,12 +135,8 @@ func transientFullDisk(t *testing.T, compress string) {
 	if st.Matched != r.emitted[0] || st.Records+st.Dropped != st.Matched || st.Pending != 0 {
 		t.Errorf("final %+v, emitted %d", st, r.emitted[0])
 	}
-	// A host under load (the race detector, another package's tests on
-	// a 2-core machine) can leave the drain behind the two producers:
-	// the device buffer fills (buffer_full) or the ring does (ring_full).
-	// Those are counted like the failed writes; nothing else may be.
-	if st.DroppedWriteFailed == 0 || st.DroppedWriteFailed+st.DroppedRingFull+st.DroppedTorn+st.DroppedBufferFull != st.Dropped {
-		t.Errorf("want drops to be failed writes (and buffer_full, ring_full or torn under load), and some: %+v", st)
+	if st.DroppedWriteFailed == 0 || st.DroppedWriteFailed+st.DroppedTorn != st.Dropped || (st.DroppedTorn > 0) != (tornWARNs == 1) {
+		t.Errorf("want every drop to be a failed write (or torn, with its WARN), and some: %+v", st)
 	}
 	if uint64(o.records["all 0"]) != st.Records {
 		t.Errorf("%d record lines in the file, records_total %d", o.records["all 0"], st.Records)
@@ -142,12 +148,12 @@ func transientFullDisk(t *testing.T, compress string) {
 		t.Errorf("want a final dump per cycle, got %d", o.finals["all 0"])
 	}
 	// The second cycle had room on disk: its records were written, none
-	// failed, and its drops (load only) add up. (The totals are
-	// cumulative over the process's cycles.)
+	// failed, none dropped but torn. (The totals are cumulative over the process's
+	// cycles.)
 	if c := o.cycles["all 0"]; len(c) == 2 {
 		first, second := c[0], c[1]
 		records, failed := second.Records-first.Records, second.DroppedWriteFailed-first.DroppedWriteFailed
-		if records == 0 || failed != 0 || records+second.Dropped-first.Dropped != second.Matched-first.Matched {
+		if records == 0 || failed != 0 || second.Dropped-first.Dropped != second.DroppedTorn-first.DroppedTorn || records+second.Dropped-first.Dropped != second.Matched-first.Matched {
 			t.Errorf("the output did not resume after the disk had room: second cycle %d records, %d failed writes, of %d matched (first final %+v, second %+v)",
 				records, failed, second.Matched-first.Matched, first, second)
 		}

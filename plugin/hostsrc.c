@@ -163,7 +163,9 @@ void hooks_host_start(hk_comm* c, void** eHandle, const ncclProfilerEventDescr_v
     k->c = c;
     k->channel = d->kernelCh.channelId;
     k->workCounter = __atomic_add_fetch(&c->workCounter[k->channel], 1, __ATOMIC_RELAXED);
-    k->funcId = IS_TAGGED(d->parentObj) ? TAG_FUNC(d->parentObj) : ID_UNKNOWN;
+    // A parent that is not a handle this source gave (NULL, an event of
+    // a type it did not ask for, a later NCCL's) names no function.
+    k->funcId = IS_TAGGED(d->parentObj) && TAG_FUNC(d->parentObj) < NIDS ? TAG_FUNC(d->parentObj) : ID_UNKNOWN;
     k->stopped = 0;
     emit(c, k->channel, k->workCounter, k->funcId, d->kernelCh.pTimer, NCCLHOOKS_PHASE_START);
     *eHandle = k;

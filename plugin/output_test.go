@@ -22,7 +22,11 @@ func TestOutputSizeCap(t *testing.T) {
 		t.Run(c, func(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out")
-			prof := writeProfile(t, dir, "version: 1\nname: cap\noutput: {dump_interval: 10ms, ring_capacity: 262144}\nhooks:\n  - name: all\n    fields: [timestamp, workCounter, channelId, phase]\n    buffer: {slots: 65536}\n")
+			// 2 channels x 30000 items x START and STOP = 120000 events:
+			// the buffer (131072 slots) and the ring (262144) hold them all,
+			// so a drain a loaded host leaves behind cannot drop one
+			// buffer_full or ring_full, and every drop is the cap's.
+			prof := writeProfile(t, dir, "version: 1\nname: cap\noutput: {dump_interval: 10ms, ring_capacity: 262144}\nhooks:\n  - name: all\n    fields: [timestamp, workCounter, channelId, phase]\n    buffer: {slots: 131072}\n")
 			const capBytes = 64 << 10
 			r := runDriver(t, []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out,
 				"NCCL_HOOKS_COMPRESS=" + c, "NCCL_HOOKS_MAX_OUTPUT_BYTES=64K", "CDRIVER_WORK=4000"}, 1, 1, 2, 30000, 1)
@@ -35,8 +39,10 @@ func TestOutputSizeCap(t *testing.T) {
 			if st.Matched != r.emitted[0] || st.Records+st.Dropped != st.Matched || st.Pending != 0 {
 				t.Fatalf("final %+v, emitted %d", st, r.emitted[0])
 			}
-			if st.DroppedCap == 0 || st.DroppedCap+st.DroppedRingFull != st.Dropped {
-				t.Errorf("want the drops to be the cap's (and ring_full under load): %+v", st)
+			// Torn, with its WARN, is the one drop a loaded host can add
+			// (a driver thread stopped past the torn timeout mid-write).
+			if torn := countWarns(r.warns, "torn: a writer reserved a slot"); st.DroppedCap == 0 || st.DroppedCap+st.DroppedTorn != st.Dropped || (st.DroppedTorn > 0) != (torn == 1) {
+				t.Errorf("want every drop to be the cap's (or torn, with its WARN), and some: %+v", st)
 			}
 			if uint64(o.records["all 0"]) != st.Records || st.Records == 0 {
 				t.Errorf("%d record lines in the file, records_total %d", o.records["all 0"], st.Records)

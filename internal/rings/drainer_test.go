@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -256,8 +257,12 @@ func TestRingFullNeverBlocksDrain(t *testing.T) {
 	dev := newFakeDevice(3, m)
 	sink := newRecordingSink(t)
 	sink.delay = 300 * time.Microsecond // a sink far slower than the producers
+	// The producers' plans tear nothing: a write the scheduler delays
+	// past the default torn timeout (seen under -race load: 1 torn of
+	// 6000) must still be waited for, so the drain waits as long as it
+	// takes, and every complete write is a record or ring_full.
 	d := NewDrainer(Options{Sink: sink, FuncName: testFuncName, RingCapacity: 8, Batch: 4,
-		PollInterval: 100 * time.Microsecond, DumpInterval: 5 * time.Millisecond, HoleGrace: time.Second})
+		PollInterval: 100 * time.Microsecond, DumpInterval: 5 * time.Millisecond, HoleGrace: time.Second, TornTimeout: time.Hour})
 	if err := d.Add(dev, m); err != nil {
 		t.Fatal(err)
 	}
@@ -524,19 +529,29 @@ func TestIdlePollerFindsABurst(t *testing.T) {
 		defer d.passMu.Unlock()
 		return (*d.devices.Load())[0].consumers[0].pos
 	}
-	// took waits for a burst of n records to be decided and says how long
-	// that took.
+	// took writes a burst of n records and says how long the poller took
+	// to decide its first one (the time to find the burst: the time to
+	// write the rest, which a loaded host stretches, is not the poller's),
+	// then waits for the whole burst to be decided.
 	took := func(n int) time.Duration {
-		want := pos() + uint64(n)
+		first, want := pos()+1, pos()+uint64(n)
 		t0 := time.Now()
-		write(n)
-		for pos() < want {
+		write(1)
+		for pos() < first {
 			if time.Since(t0) > 5*idle {
+				t.Fatalf("a burst not found after %v", time.Since(t0))
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		found := time.Since(t0)
+		write(n - 1)
+		for pos() < want {
+			if time.Since(t0) > 10*idle {
 				t.Fatalf("a burst of %d records not drained after %v", n, time.Since(t0))
 			}
 			time.Sleep(50 * time.Microsecond)
 		}
-		return time.Since(t0)
+		return found
 	}
 	settle := func() { time.Sleep(2 * idle) } // idle: the interval has backed off to `idle`
 
@@ -552,14 +567,19 @@ func TestIdlePollerFindsABurst(t *testing.T) {
 	}
 	settle()
 	var later []time.Duration
-	for range 3 {
+	for range 5 {
 		later = append(later, took(slots/4))
 		settle()
 	}
-	for _, l := range later {
-		if l > idle/3 {
-			t.Fatalf("after a fast fill, bursts after idle spells took %v (first one %v); want well under the idle interval %v", later, first, idle)
-		}
+	// The median of 5: a poller that kept to its interval finds a burst
+	// after a uniform wait in [0, idle), and 3 of 5 such waits fall below
+	// idle/10 with probability 0.9%; a watching poller finds each within
+	// its watch interval (milliseconds) unless the host stalls it, which
+	// on a loaded 2-core host happened for one burst in 20 runs (108 ms).
+	sorted := slices.Clone(later)
+	slices.Sort(sorted)
+	if med := sorted[len(sorted)/2]; med > idle/10 {
+		t.Fatalf("after a fast fill, bursts after idle spells were found after %v (median %v; first one %v); want well under the idle interval %v", later, med, first, idle)
 	}
 	t.Logf("burst after idle: %v before a fast fill was seen, then %v", first, later)
 }
@@ -642,13 +662,21 @@ func idleHeadReads(t *testing.T, ov config.Overflow, start uint64) {
 
 // With no dump due, every record of a burst reaches the sink shortly after
 // it, however few: the passes wake the deliverer, not only the dumps.
+//
+// The test's writer never abandons a slot, so the drain waits for it as
+// long as it takes (TornTimeout): under -race load the writing goroutine
+// was descheduled between a reservation and its write for longer than the
+// default 50 ms, the position was counted torn, and 1-3 of the 100000
+// records were never delivered (seen in 2 of 20 loaded runs). The buffer
+// holds the whole burst, so a drain that falls behind cannot be lapped.
 func TestBurstDeliveredWithoutADump(t *testing.T) {
-	const slots, n = 1 << 16, 100_000
+	const slots, n = 1 << 17, 100_000
 	m := testModule(testHook("all", slots, config.OverwriteOldest))
 	dev := newFakeDevice(0, m)
 	sink := &countingSink{}
 	var mu sync.Mutex
-	d := NewDrainer(Options{Sink: lockedSink{&mu, sink}, FuncName: testFuncName, RingCapacity: 4 * slots, DumpInterval: time.Hour})
+	d := NewDrainer(Options{Sink: lockedSink{&mu, sink}, FuncName: testFuncName, RingCapacity: 4 * slots, DumpInterval: time.Hour,
+		TornTimeout: time.Hour})
 	defer d.Close()
 	if err := d.Add(dev, m); err != nil {
 		t.Fatal(err)
@@ -665,12 +693,14 @@ func TestBurstDeliveredWithoutADump(t *testing.T) {
 			pos, _ := dev.reserve(0)
 			dev.write(0, pos, payload, 6, 0)
 		}
-		deadline := time.Now().Add(5 * time.Second)
+		// Any bound far below the hour's dump interval shows the passes
+		// woke the deliverer; 30 s leaves a -race run on a loaded host room.
+		deadline := time.Now().Add(30 * time.Second)
 		for delivered() < want && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
 		if got := delivered(); got != want {
-			t.Fatalf("burst of %d: %d records delivered in 5 s without a dump, want %d", burst, got, want)
+			t.Fatalf("burst of %d: %d records delivered in 30 s without a dump, want %d", burst, got, want)
 		}
 	}
 }

@@ -14,6 +14,17 @@
 // <level> <msg>" per plugin log line, "MASK <comm> <mask>", "LOOP <comm> <ns>
 // ..." (the time the communicator's calls took), then "DONE".
 //
+// HOSTDRIVER_NOISE=1 adds, per collective, what a later or misbehaving
+// NCCL could hand the plugin, none of which may become a record, fail a
+// call or crash: descriptors of event types NCCL adds later (and ones never
+// asked for) with every other byte garbage, a kernel channel whose parent is
+// not a handle the plugin gave, stops and states on NULL handles and on a
+// handle never started, a second KernelChStop, states with NULL arguments
+// and state ids the plugin does not know; and it stops the channels in
+// reverse order of their starts (each STOP must still pair with its own
+// START). HOSTDRIVER_RATE=N paces each communicator's thread to N events per
+// second (0: as fast as it can).
+//
 // The descriptors are built from ncclhooks_abi.h's copies of NCCL's headers,
 // of the version given. Timers and names follow from the indices (the test
 // computes the same): collective k of communicator c uses colls[k % NCOLLS];
@@ -30,7 +41,69 @@
 
 #include "ncclhooks_abi.h"
 
-static int version, comms, colls, channels;
+static ncclProfiler_v5_t* prof;
+static int version, comms, colls, channels, noise;
+static double rate; // events per second per communicator thread, 0: unpaced
+
+static uint64_t nowNs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+// pace waits until event n of a thread that started at t0 is due,
+// sleeping (a spinning thread per communicator would take the machine's
+// cores from the drain); a thread behind its schedule goes on at once.
+static void pace(uint64_t t0, uint64_t n) {
+  if (rate <= 0) return;
+  uint64_t due = t0 + (uint64_t)((double)n * 1e9 / rate), now = nowNs();
+  if (now < due) {
+    struct timespec ts = {(time_t)((due - now) / 1000000000ULL), (long)((due - now) % 1000000000ULL)};
+    nanosleep(&ts, NULL);
+  }
+}
+
+// garbage fills a descriptor-sized buffer with bytes that are no pointer a
+// plugin could follow safely: only type (and parentObj) are meaningful.
+static void garbage(void* p, size_t n, uint64_t type) {
+  memset(p, 0xa5, n);
+  memcpy(p, &type, sizeof type);
+}
+
+// noiseEvents is HOSTDRIVER_NOISE's per-collective noise (see above).
+static void noiseEvents(void* ctx, void* task) {
+  static const uint64_t types[] = {
+    NCCLHOOKS_PROFILE_GROUP, NCCLHOOKS_PROFILE_PROXY_OP, NCCLHOOKS_PROFILE_PROXY_STEP, NCCLHOOKS_PROFILE_PROXY_CTRL,
+    NCCLHOOKS_PROFILE_NET_PLUGIN, NCCLHOOKS_PROFILE_GROUP_API, NCCLHOOKS_PROFILE_COLL_API, NCCLHOOKS_PROFILE_P2P_API,
+    NCCLHOOKS_PROFILE_KERNEL_LAUNCH, NCCLHOOKS_PROFILE_CE_COLL, NCCLHOOKS_PROFILE_CE_SYNC, NCCLHOOKS_PROFILE_CE_BATCH,
+    NCCLHOOKS_PROFILE_KERNEL_PHASE, 1ULL << 16, 1ULL << 31, 1ULL << 63, 0, 3 /* two bits */,
+  };
+  // A descriptor larger than any version's, as a later NCCL's might be.
+  uint64_t big[64];
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    garbage(big, sizeof big, types[i]);
+    void* h = (void*)0x1;
+    prof->startEvent(ctx, &h, big);
+    if (h) {
+      ncclProfilerEventStateArgs_v5_t a;
+      memset(&a, 0xa5, sizeof a);
+      prof->recordEventState(h, NCCLHOOKS_STATE_KERNEL_CH_STOP, &a);
+      prof->recordEventState(h, 12345, &a);
+      prof->stopEvent(h);
+    }
+  }
+  (void)task;
+  ncclProfilerEventStateArgs_v5_t a;
+  memset(&a, 0, sizeof a);
+  a.kernelCh.pTimer = 42;
+  // Stops and states without a start.
+  prof->stopEvent(NULL);
+  prof->recordEventState(NULL, NCCLHOOKS_STATE_KERNEL_CH_STOP, &a);
+  prof->recordEventState((void*)0x7, NCCLHOOKS_STATE_KERNEL_CH_STOP, &a); // a tagged handle never started
+  prof->stopEvent((void*)0x7);
+  prof->startEvent(ctx, NULL, big); // no handle to write
+  prof->startEvent(ctx, &(void*){NULL}, NULL); // no descriptor
+}
 
 // ncclGetVersion of the NCCL this driver stands for.
 int ncclGetVersion(int* v) {
@@ -55,8 +128,6 @@ static const coll_t collTable[] = {
 
 #define T(c, k, ch) (1000000000000ULL + (uint64_t)(c) * 1000000000ULL + (uint64_t)(k) * 1000000ULL + (uint64_t)(ch) * 1000ULL)
 #define D(k, ch) (100ULL + (uint64_t)(k) * 10ULL + (uint64_t)(ch))
-
-static ncclProfiler_v5_t* prof;
 
 // descr fills a descriptor of the driver's version: the members that matter
 // are set through the struct of that version (their offsets agree, which the
@@ -131,6 +202,7 @@ static void* comm(void* arg) {
   void** kch = calloc((size_t)channels, sizeof(void*));
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  uint64_t start = nowNs(), events = 0;
   for (int k = 0; k < colls; k++) {
     descr_t d;
     void* task = NULL;
@@ -141,18 +213,40 @@ static void* comm(void* arg) {
       // kernel runs; the channels still name the handle as their parent.
       if (task) prof->stopEvent(task);
     }
+    if (noise) noiseEvents(ctx, task);
     if (!(mask & NCCLHOOKS_PROFILE_KERNEL_CH)) continue;
     for (int ch = 0; ch < channels; ch++) {
       kernelChDescr(&d, task, ch, T(c, k, ch));
       kch[ch] = NULL;
+      pace(start, events++);
       prof->startEvent(ctx, &kch[ch], &d);
     }
-    for (int ch = 0; ch < channels; ch++) {
+    if (noise && channels > 1) {
+      // A kernel channel whose parent is no handle of the plugin's (odd,
+      // so it looks tagged, with a function id far beyond the table), on a
+      // channel beyond the ones the test counts, stopped without
+      // KernelChStop: its START alone is fed, as function Unknown, and the
+      // test counts it.
+      kernelChDescr(&d, (void*)(uintptr_t)0xa5a5a5a5a5a5a5a5ULL, channels, 1);
+      void* h = NULL;
+      prof->startEvent(ctx, &h, &d);
+      if (h) prof->stopEvent(h); // a stop without KernelChStop
+    }
+    for (int i = 0; i < channels; i++) {
+      int ch = noise ? channels - 1 - i : i; // out of order: the last started stops first
       if (!kch[ch]) continue;
       ncclProfilerEventStateArgs_v5_t a;
       memset(&a, 0, sizeof a);
       a.kernelCh.pTimer = T(c, k, ch) + D(k, ch);
+      pace(start, events++);
       prof->recordEventState(kch[ch], NCCLHOOKS_STATE_KERNEL_CH_STOP, &a);
+      if (noise) {
+        ncclProfilerEventStateArgs_v5_t late = a;
+        late.kernelCh.pTimer = 1; // a second stop state: ignored
+        prof->recordEventState(kch[ch], NCCLHOOKS_STATE_KERNEL_CH_STOP, &late);
+        prof->recordEventState(kch[ch], NCCLHOOKS_STATE_KERNEL_CH_STOP, NULL);
+        prof->recordEventState(kch[ch], 999, &a);
+      }
       prof->stopEvent(kch[ch]);
     }
   }
@@ -172,6 +266,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   version = atoi(argv[2]), comms = atoi(argv[3]), colls = atoi(argv[4]), channels = atoi(argv[5]);
+  noise = getenv("HOSTDRIVER_NOISE") && atoi(getenv("HOSTDRIVER_NOISE"));
+  if (getenv("HOSTDRIVER_RATE")) rate = atof(getenv("HOSTDRIVER_RATE"));
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     fprintf(stderr, "dlopen: %s\n", dlerror());

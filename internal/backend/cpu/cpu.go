@@ -16,12 +16,15 @@ import "C"
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,6 +56,10 @@ const sourceName = "ncclhooks_gen.c"
 // (DefaultCompileTimeout when 0). A compiler diagnostic is traced back
 // through m.Trace to the hook and the profile position it came from.
 func Compile(m *hookgen.Module, cc string, timeout time.Duration) (backend.Compiled, error) {
+	path, skipped, err := FindCC(cc)
+	if err != nil {
+		return nil, fmt.Errorf("cpu backend: %w", err)
+	}
 	if cc == "" {
 		cc = DefaultCC
 	}
@@ -72,25 +79,107 @@ func Compile(m *hookgen.Module, cc string, timeout time.Duration) (backend.Compi
 	}
 	so := filepath.Join(dir, "ncclhooks_gen.so")
 	start := time.Now()
-	cmd := bounded(ctx, cc, append(append([]string{}, ccFlags...), "-o", so, src)...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd := bounded(ctx, path, append(append([]string{}, ccFlags...), "-o", so, src)...)
+	out := &capped{max: maxCompilerOutput}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
 		var execErr *exec.Error
 		switch {
 		case errors.As(err, &execErr):
-			return nil, fmt.Errorf("cpu backend: C compiler %q not found (%v); install gcc or clang, or name another compiler", cc, execErr.Err)
+			return nil, fmt.Errorf("cpu backend: C compiler %s cannot be run (%v); install gcc or clang, or set NCCL_HOOKS_CC to a compiler's absolute path", path, execErr.Err)
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("cpu backend: C compiler %q still running after %v: killed (NCCL_HOOKS_CC names a compiler that hangs, or the machine is overloaded; raise NCCL_HOOKS_CC_TIMEOUT)", cc, timeout)
 		}
-		return nil, compileError(m, cc, err, out.String())
+		return nil, compileError(m, path, err, out)
 	}
 	elapsed := time.Since(start)
-	image, err := os.ReadFile(so)
+	image, err := readImage(so)
 	if err != nil {
-		return nil, fmt.Errorf("cpu backend: %w", err)
+		return nil, fmt.Errorf("cpu backend: C compiler %s exited 0 but %v", path, err)
 	}
-	return &compiled{m: m, image: image, info: fmt.Sprintf("%s %s, %dms", cc, ccVersion(ctx, cc), elapsed.Milliseconds())}, nil
+	info := fmt.Sprintf("%s %s, %dms", path, ccVersion(ctx, path), elapsed.Milliseconds())
+	if len(skipped) > 0 {
+		info += "; skipped as unsafe: " + strings.Join(skipped, ", ")
+	}
+	return &compiled{m: m, image: image, info: info}, nil
+}
+
+// hostMachine is the ELF machine of this process (EM_NONE: not checked).
+var hostMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64, "ppc64le": elf.EM_PPC64}[runtime.GOARCH]
+
+// maxCompilerOutput bounds what is kept of the compiler's messages (a
+// compiler that prints without end must not fill the job's memory); the
+// first lines hold the diagnostics that matter.
+const maxCompilerOutput = 16 << 10
+
+// maxImage bounds the shared object read back: a generated module is tens
+// of KiB.
+const maxImage = 64 << 20
+
+// capped keeps the first max bytes written to it and counts the rest.
+type capped struct {
+	buf  bytes.Buffer
+	max  int
+	lost int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	room := max(c.max-c.buf.Len(), 0)
+	if room < len(p) {
+		c.lost += int64(len(p) - room)
+		c.buf.Write(p[:room])
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
+
+func (c *capped) String() string {
+	if c.lost > 0 {
+		return c.buf.String() + fmt.Sprintf("\n... (%d more bytes of compiler output left out)", c.lost)
+	}
+	return c.buf.String()
+}
+
+// readImage reads the compiler's shared object, refusing what cannot be
+// the generated module: no file, one too large, not an ELF shared object
+// of this machine, or one without the entry the hooks are called through
+// (a compiler that wrote garbage and exited 0 is refused here, at init,
+// not at each device's dlopen).
+func readImage(so string) ([]byte, error) {
+	f, err := os.Open(so)
+	if err != nil {
+		return nil, fmt.Errorf("wrote no shared object: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxImage {
+		return nil, fmt.Errorf("wrote %s of %d bytes: not a generated module (at most %d)", so, st.Size(), maxImage)
+	}
+	image := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, image); err != nil {
+		return nil, err
+	}
+	e, err := elf.NewFile(bytes.NewReader(image))
+	if err != nil {
+		return nil, fmt.Errorf("wrote something that is not an ELF shared object (%v)", err)
+	}
+	defer e.Close()
+	if e.Type != elf.ET_DYN || (hostMachine != elf.EM_NONE && e.Machine != hostMachine) {
+		return nil, fmt.Errorf("wrote an ELF file of type %v for %v, not a shared object for %v", e.Type, e.Machine, hostMachine)
+	}
+	syms, err := e.DynamicSymbols()
+	if err != nil {
+		return nil, fmt.Errorf("wrote a shared object without dynamic symbols (%v)", err)
+	}
+	for _, s := range syms {
+		if s.Name == "ncclhooks_entry" && elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF {
+			return image, nil
+		}
+	}
+	return nil, errors.New("wrote a shared object that does not define the hooks' entry ncclhooks_entry")
 }
 
 // bounded is a command that ctx's end kills with everything it started: it
@@ -108,9 +197,13 @@ var diagnostic = regexp.MustCompile(`^[^:\n]*` + regexp.QuoteMeta(sourceName) + 
 
 // compileError rewrites the compiler's diagnostics so that each names the
 // profile position and hook its generated line came from.
-func compileError(m *hookgen.Module, cc string, err error, output string) error {
+func compileError(m *hookgen.Module, cc string, err error, out *capped) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cpu backend: %s failed on the generated hooks (%v)", cc, err)
+	if out.lost > 0 {
+		fmt.Fprintf(&b, " (its output: %d bytes, the first %d kept)", int64(out.buf.Len())+out.lost, out.buf.Len())
+	}
+	output := out.String()
 	mapped := false
 	for _, line := range strings.Split(output, "\n") {
 		sub := diagnostic.FindStringSubmatch(line)
