@@ -18,12 +18,14 @@ var WorkPositionsLack = map[string]string{
 
 // checkWorkPositions applies the rules of buffer.positions: work. Such a
 // hook records every event (a position left unwritten would hold its
-// region's drain back until the region wraps), overwrites the oldest
-// records (keeping the newest needs the drain's position, a load), reads
-// only the event, comm and the multiprocessor's own registers, and either
-// records fields or has aggregates that the drain computes
-// (DrainAggregates); and every enabled hook of its profile must use work
-// positions too, since the communicator's block is then host memory.
+// region's drain back until the region wraps, and a region lapped before
+// the drain read it could not say which of its lost positions matched),
+// reads only the event, comm and the multiprocessor's own registers, and
+// either records fields or has aggregates that the drain computes
+// (DrainAggregates). Either overflow policy is the drain's to apply: the
+// device reads no limit (rings/work.go). Every enabled hook of its profile
+// must use work positions too, since the communicator's block is then host
+// memory.
 func checkWorkPositions(p *Profile, errs *ErrorList) {
 	var work, shared *Hook
 	for _, h := range p.EnabledHooks() {
@@ -36,14 +38,11 @@ func checkWorkPositions(p *Profile, errs *ErrorList) {
 		if len(h.Fields) > 0 && len(h.Aggregates) > 0 {
 			errs.add(h.Aggregates[0].Pos, "hook %q: with positions: work, a hook records fields or aggregates work items in the drain, not both: make them two hooks", h.Name)
 		}
-		if h.Buffer.Overflow != OverwriteOldest {
-			errs.add(at, "hook %q: positions: work needs overflow: %s (keeping the oldest records would need the drain's position, a load)", h.Name, OverwriteOldest)
-		}
 		if min := RegionChannels * MinSlots; h.Buffer.Slots < min {
 			errs.add(at, "hook %q: positions: work splits buffer.slots over NCCL's %d channels: give at least %d slots, not %d", h.Name, RegionChannels, min, h.Buffer.Slots)
 		}
 		if h.When != nil {
-			errs.add(h.When.Pos, "hook %q: positions: work records every event, and a when would leave positions unwritten: record every event and filter in the report, or use positions: shared", h.Name)
+			errs.add(h.When.Pos, "hook %q: positions: work records every event, and a when would leave positions unwritten (a region lapped before the drain read it cannot say which of its lost positions matched): record every event and filter in the report, or use positions: shared", h.Name)
 		}
 		if h.Sample > 1 {
 			errs.add(h.Pos, "hook %q: positions: work records every event, and sample would leave positions unwritten: use positions: shared", h.Name)

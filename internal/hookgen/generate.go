@@ -69,9 +69,6 @@ func hookInfo(index int, h *config.Hook) (*HookInfo, error) {
 		if info.RegionSlots < config.MinSlots {
 			return nil, fmt.Errorf("%s: hook %q: positions: work needs at least %d slots, not %d", h.Buffer.PositionsPos, h.Name, config.RegionChannels*config.MinSlots, n)
 		}
-		if h.Buffer.Overflow != config.OverwriteOldest {
-			return nil, fmt.Errorf("%s: hook %q: positions: work needs overflow: %s", h.Buffer.PositionsPos, h.Name, config.OverwriteOldest)
-		}
 	}
 	if h.DrainAggregates() {
 		info.Layout = Layout{Bytes: 4 * DrainChunks, Chunks: DrainChunks}

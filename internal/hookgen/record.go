@@ -22,18 +22,18 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 		if info.Work {
 			if h.DrainAggregates() {
 				w.printf("  /* record for the drain's aggregates: timestamp and funcId in %d chunks; %d slots in each\n", l.Chunks, info.RegionSlots)
-				w.printf("     of %d channel regions, positions from the work counter, %s */\n  {\n", config.RegionChannels, comment(string(info.Overflow)))
+				w.printf("     of %d channel regions, positions from the work counter, %s */\n  {\n", config.RegionChannels, workPolicy(info))
 			} else {
 				if len(l.Implied) > 0 {
 					w.printf("  /* record: %d fields, %d bytes in %d chunks, %d of them stored (the work counter's are\n",
 						len(l.Fields), l.Bytes, l.Chunks, l.SlotWords())
 					w.printf("     the position's); %d slots in each of %d channel regions, positions from the work\n",
 						info.RegionSlots, config.RegionChannels)
-					w.printf("     counter, %s */\n  {\n", comment(string(info.Overflow)))
+					w.printf("     counter, %s */\n  {\n", workPolicy(info))
 				} else {
 					w.printf("  /* record: %d fields, %d bytes in %d chunks; %d slots in each of %d channel regions,\n",
 						len(l.Fields), l.Bytes, l.Chunks, info.RegionSlots, config.RegionChannels)
-					w.printf("     positions from the work counter, %s */\n  {\n", comment(string(info.Overflow)))
+					w.printf("     positions from the work counter, %s */\n  {\n", workPolicy(info))
 				}
 			}
 			w.printf("    const hk_u64 pos = 2ULL * ev->workCounter + (hk_u64)(ev->phase & 1u);\n")
@@ -71,6 +71,15 @@ func (g *generator) record(t *translator, info *HookInfo) error {
 		w.printf("    }\n  }\n")
 		return nil
 	})
+}
+
+// workPolicy names the overflow policy of a hook with work positions, which
+// the drain applies: the device writes every position.
+func workPolicy(info *HookInfo) string {
+	if info.Overflow == config.DropNewest {
+		return "drop_newest (the drain's: no limit is read)"
+	}
+	return comment(string(info.Overflow))
 }
 
 // recordStores writes the end of a record, each line indented by in: its

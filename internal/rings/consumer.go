@@ -33,7 +33,8 @@ type consumer struct {
 	holes  []uint32 // N stamps (drop_newest), loaded atomically only
 	n      uint64   // slots, a power of two
 	chunks int      // C
-	// dropNewest selects holes + limits; otherwise the buffer is
+	// dropNewest selects holes + limits (with work positions: the drain's
+	// own decisions, work.go); otherwise the buffer is
 	// overwrite_oldest and is lapped.
 	dropNewest bool
 	// work: positions from the work counter (work.go). The records are in
@@ -127,7 +128,7 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 		words:      make([]uint64, c),
 		funcField:  -1,
 	}
-	if k.dropNewest && uint64(len(holes)) != n {
+	if k.dropNewest && !k.work && uint64(len(holes)) != n {
 		return nil, fmt.Errorf("hook %q on device %d: hole view has %d stamps, want %d", info.Name, device, len(holes), n)
 	}
 	for i, f := range info.Layout.Fields {

@@ -77,7 +77,7 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 				k.drainAggs = newDrainAggs(m, info.Name, dv.agg)
 			}
 		}
-		if k.dropNewest {
+		if k.dropNewest && !k.work { // work positions have no limit: the drain decides (work.go)
 			scratch := make([]uint64, len(dv.ctl))
 			k.readHead = func() (uint64, error) {
 				if err := dev.ReadCtl(scratch); err != nil {

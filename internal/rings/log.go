@@ -56,10 +56,16 @@ func dropWarning(k *consumer, s stage, n uint64, tornTimeout time.Duration) stri
 		where = " (" + h.Buffer.Pos.String() + ")"
 	}
 	slots := fmt.Sprintf("raise buffer.slots of hook %q in the profile%s (now %d)", k.info.Name, where, k.n)
+	if k.work {
+		slots = fmt.Sprintf("raise buffer.slots of hook %q in the profile%s (now %d: %d per channel region)", k.info.Name, where, k.info.Slots, k.n)
+	}
 	var what string
 	switch s {
 	case stageBufferFull:
 		what = "device buffer full (drop_newest): the drain did not keep up; " + slots
+		if k.work {
+			what = "a channel's region lapped before the drain read it (drop_newest, decided by the drain); " + slots
+		}
 	case stageOverwritten:
 		what = "overwritten in the device buffer (overwrite_oldest) before the drain read it; " + slots
 	case stageTorn:

@@ -44,6 +44,9 @@ type regionCursor struct {
 	pos   uint64   // the next undecided position
 
 	records, overwritten, torn uint64
+	// refused: complete records a full ring did not take (drop_newest:
+	// refuseRun), counted ring_full.
+	refused uint64
 
 	// A hook whose aggregates the drain computes (drainagg.go): its
 	// records go to agg, paired, not to a ring. channel and comm are the
@@ -176,6 +179,27 @@ func (r *regionCursor) emitRun(ring *Ring) uint64 {
 		r.pos += n
 		r.records += n
 	}
+	return n
+}
+
+// refuseRun decides the run of complete records from pos on without
+// taking them: drop_newest's ring_full, when the ring is full and no pass
+// can empty it. The ring keeps the oldest records, and the region goes on
+// being read, where records left in it would be overwritten.
+func (r *regionCursor) refuseRun() uint64 {
+	var n uint64
+run:
+	for ; n < r.n; n++ {
+		p := r.pos + n
+		base := int(p&(r.n-1)) * r.c
+		for i := range r.c {
+			if uint32(loadWord(r.slots, base+i)>>32) != uint32(p+1) {
+				break run
+			}
+		}
+	}
+	r.refused += n
+	r.pos += n
 	return n
 }
 

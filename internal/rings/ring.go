@@ -115,6 +115,9 @@ func (r *Ring) Push(seq uint64, payload []byte) bool {
 // Refuse counts one ring_full drop for a record the producer could not place.
 func (r *Ring) Refuse() { r.refused++ }
 
+// RefuseN counts n records refused at once.
+func (r *Ring) RefuseN(n uint64) { r.refused += n }
+
 // Pushed is the number of records accepted so far (producer side).
 func (r *Ring) Pushed() uint64 { return r.pushed }
 

@@ -52,11 +52,24 @@ func (k *consumer) drainWork(ps *pass) passResult {
 			for {
 				n += r.take(k.ring)
 				// A full ring: where a pass may empty it (Flush), it
-				// does, rather than leave the region to be lapped.
-				if k.ring.Free() > 0 || ps.makeRoom == nil || !r.reached() {
+				// does, rather than leave the region to be lapped;
+				// with drop_newest the ring keeps what it holds and the
+				// newer records are dropped (ring_full).
+				if k.ring.Free() > 0 || !r.reached() {
 					break
 				}
-				ps.makeRoom(k)
+				if ps.makeRoom != nil {
+					ps.makeRoom(k)
+					continue
+				}
+				if !k.dropNewest || r.agg != nil {
+					break
+				}
+				refused := r.refuseRun()
+				if refused == 0 {
+					break
+				}
+				n += refused
 			}
 		}
 		k.account(r, &before, n, ps, &res)
@@ -89,8 +102,21 @@ func (k *consumer) account(r, before *regionCursor, n uint64, ps *pass, res *pas
 	res.decided += n
 	res.fill = max(res.fill, float64(n)/float64(k.n))
 	if d := r.overwritten - before.overwritten; d > 0 {
-		k.overwritten += d
-		ps.drop(k, stageOverwritten, d)
+		// Lapped before the drain read them. With drop_newest the drain
+		// decides the loss, not the device, which wrote on (it reads no
+		// limit): the region was full when those positions' next lap
+		// came, so buffer_full.
+		if k.dropNewest {
+			k.bufferFull += d
+			ps.drop(k, stageBufferFull, d)
+		} else {
+			k.overwritten += d
+			ps.drop(k, stageOverwritten, d)
+		}
+	}
+	if d := r.refused - before.refused; d > 0 {
+		k.ring.RefuseN(d)
+		ps.drop(k, stageRingFull, d)
 	}
 	if d := r.torn - before.torn; d > 0 {
 		k.torn += d

@@ -15,12 +15,31 @@ import (
 // order write every (communicator, channel) region at once, communicators
 // are made while the drainer runs, some records are left partial or never
 // written, and the small regions are lapped. Every position up to each
-// region's last written one is decided once: records + overwritten + torn
-// = matched = those positions, in every dump's arithmetic and at the end,
-// and every record delivered is one a region held complete.
+// region's last written one is decided once: records + drops = matched =
+// those positions, in every dump's arithmetic and at the end, and every
+// record delivered is one a region held complete. The overflow policy is
+// the drain's: overwrite_oldest counts a lapped position overwritten;
+// drop_newest counts it buffer_full and, with a full ring (a slow sink),
+// drops the newer complete records at the ring rather than leave them in
+// their regions.
 func TestWorkPositionsDrainedExactly(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		overflow config.Overflow
+		ringCap  int
+		delay    time.Duration
+	}{
+		{"overwrite_oldest", config.OverwriteOldest, 0, 0},
+		{"drop_newest", config.DropNewest, 0, 0},
+		{"drop_newest, a slow sink", config.DropNewest, 64, 2 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) { drainWorkExactly(t, tt.overflow, tt.ringCap, tt.delay) })
+	}
+}
+
+func drainWorkExactly(t *testing.T, overflow config.Overflow, ringCap int, delay time.Duration) {
 	const regionSlots, comms, channels, items = 16, 3, 8, 1500
-	info := testHook("work", config.RegionChannels*regionSlots, config.OverwriteOldest)
+	info := testHook("work", config.RegionChannels*regionSlots, overflow)
 	info.Work, info.RegionSlots = true, regionSlots
 	m := testModule(info)
 	m.Work = true
@@ -29,7 +48,8 @@ func TestWorkPositionsDrainedExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := newRecordingSink(t)
-	d := NewDrainer(Options{Sink: sink, FuncName: testFuncName,
+	sink.delay = delay
+	d := NewDrainer(Options{Sink: sink, FuncName: testFuncName, RingCapacity: ringCap,
 		PollInterval: 100 * time.Microsecond, DumpInterval: 2 * time.Millisecond, TornTimeout: 20 * time.Millisecond})
 	if err := d.Add(dev, m); err != nil {
 		t.Fatal(err)
@@ -79,13 +99,22 @@ func TestWorkPositionsDrainedExactly(t *testing.T) {
 		}
 	}
 	if st.Matched != positions || st.Records+st.Dropped != positions {
-		t.Errorf("matched %d, records %d + dropped %d; the regions' positions up to their last written: %d", st.Matched, st.Records, st.Dropped, positions)
+		t.Errorf("matched %d, records %d + dropped %d; the regions' positions up to their last written: %d (%+v)", st.Matched, st.Records, st.Dropped, positions, st)
 	}
-	if st.DroppedBufferFull != 0 || st.DroppedRingFull != 0 {
-		t.Errorf("drop reasons work positions cannot have: %+v", st)
+	lapped := st.DroppedOverwritten
+	if overflow == config.DropNewest {
+		lapped = st.DroppedBufferFull
+		if st.DroppedOverwritten != 0 {
+			t.Errorf("drop_newest: %d counted overwritten, want buffer_full (%+v)", st.DroppedOverwritten, st)
+		}
+	} else if st.DroppedBufferFull != 0 || st.DroppedRingFull != 0 {
+		t.Errorf("drop reasons overwrite_oldest's regions cannot have: %+v", st)
 	}
-	if st.DroppedOverwritten == 0 {
-		t.Errorf("nothing overwritten: the test never lapped a region (%+v)", st)
+	if lapped == 0 {
+		t.Errorf("nothing lapped: the test never lapped a region (%+v)", st)
+	}
+	if (delay > 0) != (st.DroppedRingFull > 0) {
+		t.Errorf("ring_full %d with a sink delay of %v (%+v)", st.DroppedRingFull, delay, st)
 	}
 	if st.DroppedTorn > incomplete {
 		t.Errorf("%d torn, only %d positions left partial or unwritten", st.DroppedTorn, incomplete)
