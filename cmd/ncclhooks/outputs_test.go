@@ -323,8 +323,11 @@ func TestDiffOfRealRunsRefusesUntrustworthyInputs(t *testing.T) {
 	if code != 2 || d.Result != "INSUFFICIENT DATA" || d.SkippedBy["capture below --min-capture"] == 0 || !strings.Contains(out, "capture ") {
 		t.Errorf("capture under 99%%: exit %d:\n%.2000s", code, out)
 	}
-	if text, code := cli(t, "diff", low[0], low[1], "--min-capture", "1%"); code == 2 && strings.Contains(text, "capture below") {
-		t.Errorf("--min-capture 1%%: still refused:\n%.2000s", text)
+	// A bound under any capture these runs can have: drop_newest keeps at
+	// least the 64 slots of each run's 32000 events (0.2%); what the drain
+	// keeps above that depends on the machine's load (0.79% seen loaded).
+	if text, code := cli(t, "diff", low[0], low[1], "--min-capture", "0.1%"); code == 2 && strings.Contains(text, "capture below") {
+		t.Errorf("--min-capture 0.1%%: still refused:\n%.2000s", text)
 	}
 	none := harnessRuns(t, "testdata/no-match.yaml", 4, nil, nil)
 	d, code, out = diffJSON(t, none[0], none[1])
