@@ -26,7 +26,7 @@
 #      concurrent streams; then alone on the GPU the hook's added time inside a 2-rank all-reduce
 #      (scripts/nccl-ranks-bench.sh on the newest tag, BENCH_ROUNDS rounds (10) of BENCH_ITERS
 #      calls (50)) and a planted straggler (scripts/nccl-straggler.sh)
-#   9. budget: the plugin's INFO line of the register budget it read from the NCCL that loaded
+#   9. budget (builds the patched NCCLs itself when the nccl step is not asked for): the plugin's INFO line of the register budget it read from the NCCL that loaded
 #      it (accept.cu linked against the wheel's NCCL and each patched NCCL of step 1; torch's
 #      wheel NCCL through torch, which loads it with local symbols), never "version unknown";
 #      every kernel of each NCCL read by internal/fatbin against cuobjdump -res-usage, with the
@@ -117,11 +117,12 @@ budget_step() {
     ! grep -m1 "NCCL (version unknown)" "$WORK/budget-torch.log" || echo "FAIL budget torch: the NCCL version is unknown"
   fi
   for tag in "${TAGS[@]}"; do
+    [ -n "${nccl_pid[$tag]:-}" ] && { wait "${nccl_pid[$tag]}"; echo "build NCCL $tag: exit $?"; unset "nccl_pid[$tag]"; }
     if [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ]; then
       libs+=("$(realpath "$WORK/nccl-$tag/lib/libnccl.so.2")")
       budget_line "$(realpath "$WORK/nccl-$tag/lib")" "$WORK/nccl-$tag/include" "patched-$tag" device
     else
-      echo "SKIP budget patched $tag: not built in $WORK/nccl-$tag (STEPS must include nccl)"
+      echo "FAIL budget patched $tag: not built in $WORK/nccl-$tag (log: $WORK/build-nccl-$tag.log)"
     fi
   done
   echo "-- each NCCL's kernels read by internal/fatbin against cuobjdump -res-usage, and the fixtures"
@@ -137,9 +138,9 @@ budget_step() {
 main() {
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; nvcc --version | tail -1; date -u
   declare -A nccl_pid
-  if has nccl || has ranks; then
+  if has nccl || has ranks || has budget; then
     for tag in "${TAGS[@]}"; do
-      # The ranks step alone builds what it needs; the nccl step always builds.
+      # The ranks and budget steps alone build what they need; the nccl step always builds.
       has nccl || [ ! -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] || continue
       scripts/build-nccl.sh --tag $tag --arch sm_90 --jobs 8 --out "$WORK/nccl-$tag" > "$WORK/build-nccl-$tag.log" 2>&1 &
       nccl_pid[$tag]=$!
@@ -267,7 +268,7 @@ if k:
       done"
     local port=21000
     for tag in "${TAGS[@]}"; do
-      [ -n "${nccl_pid[$tag]:-}" ] && { wait "${nccl_pid[$tag]}"; echo "build NCCL $tag: exit $?"; tail -2 "$WORK/build-nccl-$tag.log"; }
+      [ -n "${nccl_pid[$tag]:-}" ] && { wait "${nccl_pid[$tag]}"; echo "build NCCL $tag: exit $?"; tail -2 "$WORK/build-nccl-$tag.log"; unset "nccl_pid[$tag]"; }
       [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] || { echo "FAIL ranks on patched $tag: not built (log: $WORK/build-nccl-$tag.log)"; continue; }
       stream "$R/patched-$tag-device.log" env NCCL_ALGO=Ring NCCL_PROTO=LL,Simple PORT_BASE=$port OUT=$OUT BIN=$BIN WORK=$WORK/ranks \
         scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device --jobs 2
