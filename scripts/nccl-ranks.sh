@@ -77,7 +77,11 @@ ranks() {
       NCCL_DEBUG=WARN timeout 240 "$T/build/$t" -b 8 -e 64M -f 8 -g 1 -c 1 -w 2 -n ${ITERS:-5} > "$d/rank$r.log" 2>&1 &
     pids+=($!)
   done
-  for r in "${!pids[@]}"; do wait "${pids[$r]}" || { rc=1; echo "  rank $r of $t ($prof): exit $? ($(grep -m2 -E 'wrong|WARN|error|Error' "$d/rank$r.log" | tr '\n' ' '))"; }; done
+  for r in "${!pids[@]}"; do
+    wait "${pids[$r]}" && continue
+    local st=$?; rc=1
+    echo "  rank $r of $t (${prof:-no plugin}): exit $st ($(grep -m2 -E 'wrong|WARN|error|Error' "$d/rank$r.log" | tr '\n' ' '))"
+  done
   return $rc
 }
 

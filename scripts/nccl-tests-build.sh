@@ -4,7 +4,7 @@
 # NCCL_TESTS_DELAY_US, a planted straggler) against one NCCL, for sm_90.
 #   scripts/nccl-tests-build.sh NCCL_DIR BUILD_DIR [TEST ...]
 # NCCL_DIR holds lib/libnccl.so.2 and include/nccl.h. The binaries go to BUILD_DIR/build;
-# a BUILD_DIR that already has them is kept. TESTs default to the four the ranks step runs.
+# a BUILD_DIR that already has them is kept (built once where several scripts ask at once). TESTs default to the four the ranks step runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 NCCL=$(realpath "${1:?usage: nccl-tests-build.sh NCCL_DIR BUILD_DIR [TEST ...]}")
@@ -12,6 +12,11 @@ T=${2:?BUILD_DIR}
 shift 2
 tests=("$@")
 [ ${#tests[@]} -gt 0 ] || tests=(all_reduce_perf all_gather_perf reduce_scatter_perf sendrecv_perf)
+# Scripts running at once (the ranks step's streams of one NCCL) build one BUILD_DIR once:
+# the first takes the lock and builds, the others wait for it and keep what it built.
+mkdir -p "$(dirname "$T")"
+exec {lock}> "$T.lock"
+flock "$lock"
 missing=0
 for t in "${tests[@]}"; do [ -x "$T/build/$t" ] || missing=1; done
 [ $missing = 0 ] && exit 0

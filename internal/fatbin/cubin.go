@@ -16,6 +16,8 @@ const (
 	eiattrMinStackSize = 0x12 // .nv.info: u32 symbol, u32 bytes
 	eiattrMaxStackSize = 0x23 // .nv.info: u32 symbol, u32 bytes
 	eiattrRegCount     = 0x2f // .nv.info: u32 symbol, u32 registers
+	// stoCUDAEntry marks a kernel's symbol (st_other), as cuobjdump -elf's STO_ENTRY.
+	stoCUDAEntry = 0x10
 
 	// Every attribute is at least 4 bytes: format, attribute, and a u16
 	// that is unused (NVAL), the value (BVAL, HVAL) or the payload's size.
@@ -34,7 +36,7 @@ type Cubin struct {
 }
 
 // ParseCubin reads every kernel of a cubin: a function with a
-// .nv.info.<name> section (device functions have none).
+// .nv.info.<name> section whose symbol is an entry (STO_CUDA_ENTRY).
 func ParseCubin(data []byte) (*Cubin, error) {
 	if len(data) < 0x40 {
 		return nil, errors.New("not an ELF cubin")
@@ -61,9 +63,13 @@ func parseCubin(img []byte) (*Cubin, error) {
 		return nil, fmt.Errorf("cubin symbols: %w", err)
 	}
 	symIndex := map[string]int{} // symbol table index (Symbols omits index 0)
+	entry := map[string]bool{}   // kernels: STO_CUDA_ENTRY in st_other
 	for i, s := range syms {
 		if elf.ST_TYPE(s.Info) == elf.STT_FUNC {
 			symIndex[s.Name] = i + 1
+			if s.Other&stoCUDAEntry != 0 {
+				entry[s.Name] = true
+			}
 		}
 	}
 	// Per symbol index, from the cubin's .nv.info.
@@ -96,6 +102,13 @@ func parseCubin(img []byte) (*Cubin, error) {
 	for _, s := range f.Sections {
 		name, ok := strings.CutPrefix(s.Name, ".nv.info.")
 		if !ok {
+			continue
+		}
+		// CUDA 13 gives the device functions that NCCL calls through its
+		// function table a .nv.info.<name> too; they are not launched, and
+		// cuobjdump -res-usage says REG:0 for them. A cubin whose symbols
+		// mark no entry (none seen) keeps every function, as before.
+		if len(entry) > 0 && !entry[name] {
 			continue
 		}
 		k := Kernel{Name: name, Registers: -1}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,9 @@ type res struct{ regs, stack int }
 // functions of its cubins (kernels and device functions alike; a library
 // built with -rdc lists a kernel once per cubin that has it, relocatable
 // and linked).
+// resField is one "NAME:VALUE" of a cuobjdump -res-usage line.
+var resField = regexp.MustCompile(`([A-Z]+(?:\[\d+\])?)\s*:\s*(\d+)`)
+
 func readResUsage(t *testing.T, path string) map[int]map[string][]res {
 	t.Helper()
 	f, err := os.Open(path)
@@ -40,12 +44,12 @@ func readResUsage(t *testing.T, path string) map[int]map[string][]res {
 			arch, _ = strconv.Atoi(strings.TrimPrefix(l, "arch = sm_"))
 		case strings.HasPrefix(l, "Function "):
 			fn = strings.TrimSuffix(strings.TrimPrefix(l, "Function "), ":")
-		case strings.HasPrefix(l, "REG:") && fn != "":
+		case strings.HasPrefix(l, "REG") && fn != "":
 			var r res
-			for _, kv := range strings.Fields(l) {
-				k, v, _ := strings.Cut(kv, ":")
-				n, _ := strconv.Atoi(v)
-				switch k {
+			// "REG:96 STACK:552 SHARED:0 ...", whatever the spacing around the colons.
+			for _, m := range resField.FindAllStringSubmatch(l, -1) {
+				n, _ := strconv.Atoi(m[2])
+				switch m[1] {
 				case "REG":
 					r.regs = n
 				case "STACK":
