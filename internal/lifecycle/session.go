@@ -452,6 +452,7 @@ func (s *Session) identifyDevice(ord int, c *comm) {
 	id := sinks.DeviceIdentity{GPU: gpuName(ord)}
 	if c != nil {
 		id.Rank = strconv.Itoa(c.rank)
+		id.CommID, id.CommName, id.NRanks = c.commID, c.name, c.nRanks
 	}
 	s.prom.Identify(ord, id)
 }
@@ -500,7 +501,7 @@ func (s *Session) loadDevice(ord int) backend.Device {
 	if u := d.Identity().UUID; s.prom != nil && u != "" {
 		// Microseconds after the device joined the drainer: only a dump in
 		// that window would write a textfile under the ordinal's name.
-		s.prom.NameGPU(ord, sinks.GPUName(ord, u))
+		s.prom.NameGPU(ord, u)
 	}
 	if err := s.jsonl.Device(ptr(identity(d))); err != nil {
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: writing the device line: %v", err))

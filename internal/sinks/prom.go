@@ -36,9 +36,16 @@ type PromOptions struct {
 // node (every process of a job may see its GPU as device 0): the GPU, named
 // by GPUName, and the rank of the first communicator on it. Both are labels
 // of every series, with values bounded by the node's GPUs and the job's ranks.
+// The rest names the device in OTLP's resource attributes only.
 type DeviceIdentity struct {
 	GPU  string
 	Rank string // "" when no communicator named one
+	// UUID is the GPU's ("" on the cpu backend); the first communicator on
+	// the device is CommID (0: none), CommName, one of NRanks ranks.
+	UUID     string
+	CommID   uint64
+	CommName string
+	NRanks   int
 }
 
 // GPUName is how the Prometheus outputs name a GPU: its UUID where one is
@@ -125,14 +132,14 @@ func (p *Prom) Identify(device int, id DeviceIdentity) {
 	p.ids[device] = id
 }
 
-// NameGPU names a device's GPU (GPUName of its UUID) once the device is
-// loaded, keeping the rank Identify gave: before the load only the ordinal
+// NameGPU names a device's GPU by its UUID (GPUName) once the device is
+// loaded, keeping the rest Identify gave: before the load only the ordinal
 // is known. Call it before the device's first dump.
-func (p *Prom) NameGPU(device int, gpu string) {
+func (p *Prom) NameGPU(device int, uuid string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	id := p.identity(device)
-	id.GPU = gpu
+	id.GPU, id.UUID = GPUName(device, uuid), uuid
 	p.ids[device] = id
 }
 
