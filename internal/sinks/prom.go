@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -83,6 +84,9 @@ type Prom struct {
 
 	srv  *http.Server
 	addr net.Addr
+
+	start time.Time   // when the sink opened: the start of every cumulative OTLP point
+	otlp  *otlpExport // nil without an OTLP export
 }
 
 type statKey struct {
@@ -119,7 +123,8 @@ func NewProm(dir string, opts PromOptions) (*Prom, error) {
 		}
 	}
 	p := &Prom{dir: dir, opts: opts, devices: map[int]bool{}, ids: map[int]DeviceIdentity{}, stats: map[statKey]Stats{},
-		aggs: map[aggKey]AggSnapshot{}, families: map[aggID]*family{}, names: map[string]aggID{}, regs: map[int]*prometheus.Registry{}}
+		aggs: map[aggKey]AggSnapshot{}, families: map[aggID]*family{}, names: map[string]aggID{}, regs: map[int]*prometheus.Registry{},
+		start: time.Now()}
 	return p, nil
 }
 
@@ -176,7 +181,20 @@ func (p *Prom) pathLocked(device int) string {
 // Records ignores records: Prometheus gets aggregates and statistics only.
 func (p *Prom) Records([]Record) error { return nil }
 
-// Dump updates the metrics and rewrites every known device's textfile.
+// time is when the dump was taken (now for a dump that does not say).
+func (d *Dump) time() time.Time {
+	switch {
+	case len(d.Stats) > 0 && d.Stats[0].TimeUnixNs > 0:
+		return time.Unix(0, d.Stats[0].TimeUnixNs)
+	case len(d.Aggs) > 0 && d.Aggs[0].TimeUnixNs > 0:
+		return time.Unix(0, d.Aggs[0].TimeUnixNs)
+	}
+	return time.Now()
+}
+
+// Dump updates the metrics, rewrites every known device's textfile and
+// hands the OTLP export its request (a final dump waits for it, at most
+// OTLPOptions.FinalWait).
 func (p *Prom) Dump(d *Dump) error {
 	p.mu.Lock()
 	for _, s := range d.Stats {
@@ -205,7 +223,8 @@ func (p *Prom) Dump(d *Dump) error {
 	}
 	p.mu.Unlock()
 	if p.dir == "" {
-		return nil // /metrics only
+		p.exportOTLP(d.Final, d.time())
+		return nil // /metrics or OTLP only
 	}
 	slices.Sort(devices)
 	var errs []error
@@ -217,5 +236,6 @@ func (p *Prom) Dump(d *Dump) error {
 			errs = append(errs, fmt.Errorf("prometheus textfile for device %d: %w", dev, err))
 		}
 	}
+	p.exportOTLP(d.Final, d.time())
 	return errors.Join(errs...)
 }
