@@ -81,6 +81,7 @@ type otlpExport struct {
 	next     *otlpBatch // built by a dump and not yet taken; a newer one replaces it
 	disabled bool
 	rejected bool // the partial-success WARN was logged
+	warned   bool // the export failed and its WARN was logged
 	exported int  // requests the receiver accepted
 	wake     chan struct{}
 	stop     chan struct{}
@@ -254,6 +255,9 @@ func (p *Prom) exportOTLP(final bool, now time.Time) {
 		select {
 		case <-b.done:
 		case <-t.C:
+			// The finalize cannot wait longer: a receiver this slow is
+			// taken as hung, and the final values as not exported.
+			e.fail(fmt.Errorf("the final dump's export had no answer within %v (at finalize the wait is at most NCCL_HOOKS_OTLP_TIMEOUT and half of NCCL_HOOKS_FINALIZE_TIMEOUT)", e.opts.FinalWait))
 		}
 	}
 }
@@ -281,30 +285,35 @@ func (e *otlpExport) run() {
 			continue
 		}
 		rejected, msg, err := e.post(b.body)
-		e.mu.Lock()
-		switch {
-		case err != nil:
-			e.disabled = true
-			if e.next != nil {
-				close(e.next.done)
-				e.next = nil
-			}
-		default:
-			e.exported++
+		if err != nil {
+			e.fail(err)
+			close(b.done)
+			return
 		}
-		warnRejected := err == nil && rejected > 0 && !e.rejected
+		e.mu.Lock()
+		e.exported++
+		warnRejected := rejected > 0 && !e.rejected
 		e.rejected = e.rejected || warnRejected
 		e.mu.Unlock()
-		if err != nil {
-			e.opts.Log(abi.LogWarn, fmt.Sprintf("ncclhooks: OTLP export to %s disabled, everything else stays active (NCCL_HOOKS_OTLP_ENDPOINT; this warning is not repeated): %v", e.url, err))
-		}
 		if warnRejected {
 			e.opts.Log(abi.LogWarn, fmt.Sprintf("ncclhooks: the OTLP receiver at %s rejected %d data points (the export goes on; this warning is not repeated): %s", e.url, rejected, msg))
 		}
 		close(b.done)
-		if err != nil {
-			return
-		}
+	}
+}
+
+// fail disables the export with its one WARN (the first failure's).
+func (e *otlpExport) fail(err error) {
+	e.mu.Lock()
+	warned := e.warned
+	e.warned, e.disabled = true, true
+	if e.next != nil {
+		close(e.next.done)
+		e.next = nil
+	}
+	e.mu.Unlock()
+	if !warned {
+		e.opts.Log(abi.LogWarn, fmt.Sprintf("ncclhooks: OTLP export to %s disabled, everything else stays active (NCCL_HOOKS_OTLP_ENDPOINT; this warning is not repeated): %v", e.url, err))
 	}
 }
 
