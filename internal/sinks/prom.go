@@ -61,7 +61,8 @@ func GPUName(ordinal int, uuid string) string {
 // Prom writes node-exporter textfile collector files, one per device of the
 // process (<prefix>_<gpu>_<pid>.prom, replaced atomically at every dump: the
 // processes of a job sharing one directory never write each other's file),
-// and optionally serves the same metrics on /metrics (Serve). Aggregates become real Prometheus
+// and optionally serves the same metrics on /metrics (Serve) and posts them
+// to an OTLP receiver at every dump (ExportOTLP). Aggregates become real Prometheus
 // types: count -> counter (_total), sum -> counters of the sum and of the
 // observations, min/max -> gauges, histogram -> histogram with cumulative
 // buckets. An aggregate of the catalogue's duration (ns) is exposed in
