@@ -265,3 +265,26 @@ func TestOTLPHungReceiverDoesNotHoldFinalize(t *testing.T) {
 	checkExactWithProm(t, r, out, prom)
 	t.Logf("finalize %d ms; warns %q", ms, r.warns)
 }
+
+// Knobs the export cannot use: headers that are not key=value disable the
+// export only, with one WARN that quotes no value, the outputs exact; an
+// OTLP timeout that is not a duration is a knob error like any other (the
+// plugin inactive, one WARN naming the knob).
+func TestOTLPKnobsRefused(t *testing.T) {
+	dir := t.TempDir()
+	out, prom := filepath.Join(dir, "out"), filepath.Join(dir, "prom")
+	prof := writeProfile(t, dir, otlpProfile)
+	base := []string{"NCCL_HOOKS_PROFILE=" + prof, "NCCL_HOOKS_BACKEND=cpu", "NCCL_HOOKS_DUMP_DIR=" + out,
+		"NCCL_HOOKS_PROM_DIR=" + prom, "NCCL_HOOKS_PROM_DUMP_STATS=1", "NCCL_HOOKS_OTLP_ENDPOINT=http://127.0.0.1:9"}
+	r := runDriver(t, append(base, "NCCL_HOOKS_OTLP_HEADERS=token-s3cret"), 2, 1, 2, 300, 1)
+	if len(r.warns) != 1 || !strings.Contains(r.warns[0], "OTLP export disabled (NCCL_HOOKS_OTLP_ENDPOINT), everything else stays active") ||
+		!strings.Contains(r.warns[0], "not key=value") || strings.Contains(r.warns[0], "s3cret") {
+		t.Fatalf("want one WARN that the OTLP headers disable the export, got %q", r.warns)
+	}
+	checkExactWithProm(t, r, out, prom)
+
+	r = runDriver(t, append(base, "NCCL_HOOKS_DUMP_DIR="+filepath.Join(dir, "out2"), "NCCL_HOOKS_OTLP_TIMEOUT=forever"), 1, 1, 1, 10, 1)
+	if len(r.warns) != 1 || !strings.Contains(r.warns[0], "inactive") || !strings.Contains(r.warns[0], `NCCL_HOOKS_OTLP_TIMEOUT="forever"`) {
+		t.Fatalf("want one WARN that the plugin is inactive for the timeout knob, got %q", r.warns)
+	}
+}

@@ -100,8 +100,8 @@ type otlpBatch struct {
 // receiver is found at the first export. An error (an endpoint or headers
 // that cannot be used) leaves the sink as it was.
 func (p *Prom) ExportOTLP(o OTLPOptions) error {
-	if p.otlp != nil {
-		return fmt.Errorf("OTLP export: already exporting to %s", p.otlp.url)
+	if u := p.OTLPEndpoint(); u != "" {
+		return fmt.Errorf("OTLP export: already exporting to %s", u)
 	}
 	target, err := otlpURL(o.Endpoint)
 	if err != nil {
