@@ -15,6 +15,7 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/backend/cpu"
 	"github.com/ncclhooks/ncclhooks/internal/backend/gpu"
 	"github.com/ncclhooks/ncclhooks/internal/lifecycle"
+	"github.com/ncclhooks/ncclhooks/internal/sinks"
 )
 
 // getenv reads the process environment as it is now. os.Getenv would not
@@ -42,6 +43,10 @@ func readKnobs() (lifecycle.Knobs, error) {
 		CC:       getenv("NCCL_HOOKS_CC"),
 		PromDir:  getenv("NCCL_HOOKS_PROM_DIR"),
 		PromAddr: getenv("NCCL_HOOKS_PROM_ADDR"),
+
+		OTLPEndpoint: getenv("NCCL_HOOKS_OTLP_ENDPOINT"),
+		OTLPHeaders:  getenv("NCCL_HOOKS_OTLP_HEADERS"),
+		Job:          getenv("NCCL_HOOKS_JOB"),
 
 		NVRTCOptions: getenv("NCCL_HOOKS_NVRTC_OPTIONS"),
 	}
@@ -122,6 +127,16 @@ func readKnobs() (lifecycle.Knobs, error) {
 			return k, fmt.Errorf("NCCL_HOOKS_FINALIZE_TIMEOUT=%q: give a duration such as 30s (default %v)", v, lifecycle.DefaultFinalizeTimeout)
 		}
 		k.FinalizeTimeout = d
+	}
+	if v := getenv("NCCL_HOOKS_OTLP_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > time.Minute {
+			return k, fmt.Errorf("NCCL_HOOKS_OTLP_TIMEOUT=%q: give the longest one OTLP export may take, up to 1m, such as 2s (default %v)", v, sinks.DefaultOTLPTimeout)
+		}
+		k.OTLPTimeout = d
+	}
+	if k.Job == "" {
+		k.Job = getenv("SLURM_JOB_ID")
 	}
 	k.SharedCtx = getenv("NCCL_HOOKS_SHARED_CTX") == "1"
 	if k.CC == "" {

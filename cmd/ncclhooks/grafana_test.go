@@ -12,6 +12,11 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/otlptranslator"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	metricspb "go.opentelemetry.io/proto/otlp/metrics/v1"
+
+	"github.com/ncclhooks/ncclhooks/internal/sinks/otlptest"
 )
 
 // Every metric the Grafana dashboard in examples/grafana queries is one the
@@ -22,46 +27,7 @@ import (
 // dashboard's expressions and variables name, with every label they group
 // or filter by.
 func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
-	data, err := os.ReadFile("../../examples/grafana/ncclhooks-dashboard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		Title  string `json:"title"`
-		Panels []struct {
-			ID      int    `json:"id"`
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-		Templating struct {
-			List []struct {
-				Name       string `json:"name"`
-				Definition string `json:"definition"`
-			} `json:"list"`
-		} `json:"templating"`
-	}
-	if err := json.Unmarshal(data, &dash); err != nil {
-		t.Fatalf("examples/grafana/ncclhooks-dashboard.json: %v", err)
-	}
-	var exprs []string
-	ids := map[int]bool{}
-	for _, p := range dash.Panels {
-		if ids[p.ID] || len(p.Targets) == 0 {
-			t.Errorf("panel %d %q: a duplicate id or no query", p.ID, p.Title)
-		}
-		ids[p.ID] = true
-		for _, tg := range p.Targets {
-			exprs = append(exprs, tg.Expr)
-		}
-	}
-	for _, v := range dash.Templating.List {
-		if v.Definition != "" {
-			exprs = append(exprs, v.Definition)
-		}
-	}
-
+	exprs := dashboardExprs(t)
 	// The exporter's output for the dashboard's profiles.
 	prom := filepath.Join(t.TempDir(), "prom")
 	os.MkdirAll(prom, 0o755)
@@ -108,6 +74,59 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 		}
 	}
 
+	checkDashboard(t, exprs, series)
+}
+
+// dashboardExprs are the queries of the dashboard's panels and variables.
+func dashboardExprs(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/grafana/ncclhooks-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			ID      int    `json:"id"`
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("examples/grafana/ncclhooks-dashboard.json: %v", err)
+	}
+	var exprs []string
+	ids := map[int]bool{}
+	for _, p := range dash.Panels {
+		if ids[p.ID] || len(p.Targets) == 0 {
+			t.Errorf("panel %d %q: a duplicate id or no query", p.ID, p.Title)
+		}
+		ids[p.ID] = true
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	for _, v := range dash.Templating.List {
+		if v.Definition != "" {
+			exprs = append(exprs, v.Definition)
+		}
+	}
+	return exprs
+}
+
+// checkDashboard checks that every metric a query names is one of series
+// (sample name -> its labels), with every label the query groups or
+// filters by.
+func checkDashboard(t *testing.T, exprs []string, series map[string]map[string]bool) {
+	t.Helper()
 	metric := regexp.MustCompile(`ncclhooks_[a-zA-Z0-9_]+`)
 	labels := regexp.MustCompile(`(?:by|without) \(([^)]*)\)|([a-z_]+)=~?"`)
 	queried := 0
@@ -139,5 +158,93 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 	}
 	if queried < 10 {
 		t.Errorf("%d metric references checked, want the dashboard's", queried)
+	}
+}
+
+// The same dashboard reads a Prometheus fed by OTLP: the dashboard's
+// profiles run through the real plugin with NCCL_HOOKS_OTLP_ENDPOINT (and
+// NCCL_HOOKS_PROM_DUMP_STATS=1) to a receiver that decodes with the official
+// OTLP types; every metric and data point attribute is translated to
+// Prometheus names as Prometheus' OTLP receiver does (its own
+// otlptranslator), under each translation strategy it offers; the
+// resulting series hold every name and label the dashboard queries.
+func TestGrafanaDashboardQueriesOTLPMetrics(t *testing.T) {
+	exprs := dashboardExprs(t)
+	rcv, err := otlptest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close()
+	for _, prof := range []string{"latency", "skew"} {
+		env := []string{"NCCL_HOOKS_OTLP_ENDPOINT=" + rcv.URL, "NCCL_HOOKS_PROM_DUMP_STATS=1"}
+		if text, code := cliEnv(t, env, "run", "../../examples/"+prof+".yaml", "--backend", "cpu", "--out", filepath.Join(t.TempDir(), prof), "--items", "200"); code != 0 {
+			t.Fatalf("run %s: exit %d:\n%s", prof, code, text)
+		}
+	}
+	reqs, errs := rcv.Requests()
+	if len(errs) > 0 || len(reqs) == 0 {
+		t.Fatalf("%d requests, refused: %v", len(reqs), errs)
+	}
+	for _, strategy := range []otlptranslator.TranslationStrategyOption{otlptranslator.UnderscoreEscapingWithSuffixes,
+		otlptranslator.NoUTF8EscapingWithSuffixes, otlptranslator.UnderscoreEscapingWithoutSuffixes, otlptranslator.NoTranslation} {
+		t.Run(string(strategy), func(t *testing.T) {
+			namer := otlptranslator.NewMetricNamer("", strategy)
+			labeler := otlptranslator.LabelNamer{UTF8Allowed: !strategy.ShouldEscape()}
+			series := map[string]map[string]bool{}
+			add := func(name string, attrs []*commonpb.KeyValue, extra ...string) {
+				if series[name] == nil {
+					series[name] = map[string]bool{}
+				}
+				for _, a := range attrs {
+					l, err := labeler.Build(a.Key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					series[name][l] = true
+				}
+				for _, l := range extra {
+					series[name][l] = true
+				}
+			}
+			for _, q := range reqs {
+				if err := otlptest.Check(q.Body); err != nil {
+					t.Fatal(err)
+				}
+				for _, rm := range q.Body.ResourceMetrics {
+					for _, sm := range rm.ScopeMetrics {
+						for _, m := range sm.Metrics {
+							typ := otlptranslator.MetricType(otlptranslator.MetricTypeGauge)
+							switch {
+							case m.GetSum() != nil:
+								typ = otlptranslator.MetricTypeMonotonicCounter
+							case m.GetHistogram() != nil:
+								typ = otlptranslator.MetricTypeHistogram
+							}
+							name, err := namer.Build(otlptranslator.Metric{Name: m.Name, Unit: m.Unit, Type: typ})
+							if err != nil {
+								t.Fatal(err)
+							}
+							switch d := m.Data.(type) {
+							case *metricspb.Metric_Sum:
+								for _, p := range d.Sum.DataPoints {
+									add(name, p.Attributes)
+								}
+							case *metricspb.Metric_Gauge:
+								for _, p := range d.Gauge.DataPoints {
+									add(name, p.Attributes)
+								}
+							case *metricspb.Metric_Histogram:
+								for _, p := range d.Histogram.DataPoints {
+									add(name+"_bucket", p.Attributes, "le")
+									add(name+"_count", p.Attributes)
+									add(name+"_sum", p.Attributes)
+								}
+							}
+						}
+					}
+				}
+			}
+			checkDashboard(t, exprs, series)
+		})
 	}
 }

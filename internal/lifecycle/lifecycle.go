@@ -62,6 +62,10 @@ type Knobs struct {
 	PromDir       string        // NCCL_HOOKS_PROM_DIR: write node-exporter textfiles there
 	PromAddr      string        // NCCL_HOOKS_PROM_ADDR: serve /metrics there (host defaults to 127.0.0.1)
 	PromDumpStats bool          // NCCL_HOOKS_PROM_DUMP_STATS: 1 adds capture statistics to Prometheus output
+	OTLPEndpoint  string        // NCCL_HOOKS_OTLP_ENDPOINT: post the metrics there at every dump (OTLP/HTTP protobuf)
+	OTLPHeaders   string        // NCCL_HOOKS_OTLP_HEADERS: key=value,... added to every OTLP request
+	OTLPTimeout   time.Duration // NCCL_HOOKS_OTLP_TIMEOUT: bound of one OTLP export (0: sinks.DefaultOTLPTimeout)
+	Job           string        // NCCL_HOOKS_JOB, else SLURM_JOB_ID: the job, an OTLP resource attribute
 	NVRTCOptions  string        // NCCL_HOOKS_NVRTC_OPTIONS: extra NVRTC options for the hook module
 	MaxRegisters  int           // NCCL_HOOKS_MAX_REGISTERS: registers a hook may use (0: read from the kernels that call the hook)
 	RegisterCaps  []int         // NCCL_HOOKS_REGISTER_CAPS: diagnostics: the --maxrregcount values to try, in order

@@ -53,7 +53,7 @@ type Session struct {
 	drainer *rings.Drainer
 	sinks   []sinks.Sink
 	jsonl   *sinks.JSONL
-	prom    *sinks.Prom // nil without Prometheus outputs
+	prom    *sinks.Prom // nil without metrics outputs (Prometheus, OTLP)
 
 	// nvml samples the GPUs' state for the device lines of each dump;
 	// opened by the first background read (never on NCCL's threads), nil
@@ -263,18 +263,20 @@ func (s *Session) refuse(why string) {
 	}
 }
 
-// openProm starts the Prometheus outputs the knobs ask for. Each that
-// fails is left out with one WARN and the rest stays active: nil when
-// neither the textfiles nor the endpoint could start.
+// openProm starts the metrics outputs the knobs ask for: the Prometheus
+// textfiles, /metrics and the OTLP export, which share one set of metrics
+// (sinks.Prom). Each that fails is left out with one WARN and the rest
+// stays active: nil when none could start.
 func (s *Session) openProm(host string) *sinks.Prom {
-	if s.knobs.PromDir == "" && s.knobs.PromAddr == "" {
+	if s.knobs.PromDir == "" && s.knobs.PromAddr == "" && s.knobs.OTLPEndpoint == "" {
 		return nil
 	}
 	opts := sinks.PromOptions{DumpStats: s.knobs.PromDumpStats, Host: host}
 	p, err := sinks.NewProm(s.knobs.PromDir, opts)
+	live := s.knobs.PromDir != "" && err == nil // the textfiles are written
 	if err != nil {
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: Prometheus textfiles disabled (NCCL_HOOKS_PROM_DIR), everything else stays active: %v", err))
-		if s.knobs.PromAddr == "" {
+		if s.knobs.PromAddr == "" && s.knobs.OTLPEndpoint == "" {
 			return nil
 		}
 		if p, err = sinks.NewProm("", opts); err != nil {
@@ -284,14 +286,42 @@ func (s *Session) openProm(host string) *sinks.Prom {
 	if s.knobs.PromAddr != "" {
 		if err := p.Serve(s.knobs.PromAddr); err != nil {
 			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: /metrics endpoint disabled (NCCL_HOOKS_PROM_ADDR=%s), everything else stays active: %v", s.knobs.PromAddr, err))
-			if s.knobs.PromDir == "" {
-				return nil
-			}
 		} else {
+			live = true
 			s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: serving /metrics at http://%s/metrics", p.Addr()))
 		}
 	}
+	if s.knobs.OTLPEndpoint != "" {
+		if err := p.ExportOTLP(s.otlpOptions()); err != nil {
+			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: OTLP export disabled (NCCL_HOOKS_OTLP_ENDPOINT), everything else stays active: %v", err))
+		} else {
+			live = true
+			s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: exporting the metrics to %s (OTLP/HTTP protobuf) at every dump", p.OTLPEndpoint()))
+		}
+	}
+	if !live {
+		return nil
+	}
 	return p
+}
+
+// otlpOptions configure the OTLP export. A final dump waits for its export
+// at most half the finalize's bound (and of SIGTERM's), so that a receiver
+// that hangs never makes the finalize give up on the files.
+func (s *Session) otlpOptions() sinks.OTLPOptions {
+	o := sinks.OTLPOptions{Endpoint: s.knobs.OTLPEndpoint, Headers: s.knobs.OTLPHeaders, Timeout: s.knobs.OTLPTimeout,
+		Job: s.knobs.Job, Version: s.env.PluginVersion, Log: s.env.Log}
+	if o.Timeout <= 0 {
+		o.Timeout = sinks.DefaultOTLPTimeout
+	}
+	o.FinalWait = min(o.Timeout, s.finalizeTimeout()/2)
+	if s.knobs.TermDump > 0 {
+		o.FinalWait = min(o.FinalWait, s.knobs.TermDump/2)
+	}
+	if o.Version == "" {
+		o.Version = "unknown"
+	}
+	return o
 }
 
 // identity is a device's identity, without its state: the device line
@@ -452,6 +482,7 @@ func (s *Session) identifyDevice(ord int, c *comm) {
 	id := sinks.DeviceIdentity{GPU: gpuName(ord)}
 	if c != nil {
 		id.Rank = strconv.Itoa(c.rank)
+		id.CommID, id.CommName, id.NRanks = c.commID, c.name, c.nRanks
 	}
 	s.prom.Identify(ord, id)
 }
@@ -500,7 +531,7 @@ func (s *Session) loadDevice(ord int) backend.Device {
 	if u := d.Identity().UUID; s.prom != nil && u != "" {
 		// Microseconds after the device joined the drainer: only a dump in
 		// that window would write a textfile under the ordinal's name.
-		s.prom.NameGPU(ord, sinks.GPUName(ord, u))
+		s.prom.NameGPU(ord, u)
 	}
 	if err := s.jsonl.Device(ptr(identity(d))); err != nil {
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: writing the device line: %v", err))

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -36,9 +37,16 @@ type PromOptions struct {
 // node (every process of a job may see its GPU as device 0): the GPU, named
 // by GPUName, and the rank of the first communicator on it. Both are labels
 // of every series, with values bounded by the node's GPUs and the job's ranks.
+// The rest names the device in OTLP's resource attributes only.
 type DeviceIdentity struct {
 	GPU  string
 	Rank string // "" when no communicator named one
+	// UUID is the GPU's ("" on the cpu backend); the first communicator on
+	// the device is CommID (0: none), CommName, one of NRanks ranks.
+	UUID     string
+	CommID   uint64
+	CommName string
+	NRanks   int
 }
 
 // GPUName is how the Prometheus outputs name a GPU: its UUID where one is
@@ -53,7 +61,8 @@ func GPUName(ordinal int, uuid string) string {
 // Prom writes node-exporter textfile collector files, one per device of the
 // process (<prefix>_<gpu>_<pid>.prom, replaced atomically at every dump: the
 // processes of a job sharing one directory never write each other's file),
-// and optionally serves the same metrics on /metrics (Serve). Aggregates become real Prometheus
+// and optionally serves the same metrics on /metrics (Serve) and posts them
+// to an OTLP receiver at every dump (ExportOTLP). Aggregates become real Prometheus
 // types: count -> counter (_total), sum -> counters of the sum and of the
 // observations, min/max -> gauges, histogram -> histogram with cumulative
 // buckets. An aggregate of the catalogue's duration (ns) is exposed in
@@ -76,6 +85,9 @@ type Prom struct {
 
 	srv  *http.Server
 	addr net.Addr
+
+	start time.Time   // when the sink opened: the start of every cumulative OTLP point
+	otlp  *otlpExport // nil without an OTLP export
 }
 
 type statKey struct {
@@ -112,7 +124,8 @@ func NewProm(dir string, opts PromOptions) (*Prom, error) {
 		}
 	}
 	p := &Prom{dir: dir, opts: opts, devices: map[int]bool{}, ids: map[int]DeviceIdentity{}, stats: map[statKey]Stats{},
-		aggs: map[aggKey]AggSnapshot{}, families: map[aggID]*family{}, names: map[string]aggID{}, regs: map[int]*prometheus.Registry{}}
+		aggs: map[aggKey]AggSnapshot{}, families: map[aggID]*family{}, names: map[string]aggID{}, regs: map[int]*prometheus.Registry{},
+		start: time.Now()}
 	return p, nil
 }
 
@@ -125,14 +138,14 @@ func (p *Prom) Identify(device int, id DeviceIdentity) {
 	p.ids[device] = id
 }
 
-// NameGPU names a device's GPU (GPUName of its UUID) once the device is
-// loaded, keeping the rank Identify gave: before the load only the ordinal
+// NameGPU names a device's GPU by its UUID (GPUName) once the device is
+// loaded, keeping the rest Identify gave: before the load only the ordinal
 // is known. Call it before the device's first dump.
-func (p *Prom) NameGPU(device int, gpu string) {
+func (p *Prom) NameGPU(device int, uuid string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	id := p.identity(device)
-	id.GPU = gpu
+	id.GPU, id.UUID = GPUName(device, uuid), uuid
 	p.ids[device] = id
 }
 
@@ -169,7 +182,20 @@ func (p *Prom) pathLocked(device int) string {
 // Records ignores records: Prometheus gets aggregates and statistics only.
 func (p *Prom) Records([]Record) error { return nil }
 
-// Dump updates the metrics and rewrites every known device's textfile.
+// time is when the dump was taken (now for a dump that does not say).
+func (d *Dump) time() time.Time {
+	switch {
+	case len(d.Stats) > 0 && d.Stats[0].TimeUnixNs > 0:
+		return time.Unix(0, d.Stats[0].TimeUnixNs)
+	case len(d.Aggs) > 0 && d.Aggs[0].TimeUnixNs > 0:
+		return time.Unix(0, d.Aggs[0].TimeUnixNs)
+	}
+	return time.Now()
+}
+
+// Dump updates the metrics, rewrites every known device's textfile and
+// hands the OTLP export its request (a final dump waits for it, at most
+// OTLPOptions.FinalWait).
 func (p *Prom) Dump(d *Dump) error {
 	p.mu.Lock()
 	for _, s := range d.Stats {
@@ -198,7 +224,8 @@ func (p *Prom) Dump(d *Dump) error {
 	}
 	p.mu.Unlock()
 	if p.dir == "" {
-		return nil // /metrics only
+		p.exportOTLP(d.Final, d.time())
+		return nil // /metrics or OTLP only
 	}
 	slices.Sort(devices)
 	var errs []error
@@ -210,5 +237,6 @@ func (p *Prom) Dump(d *Dump) error {
 			errs = append(errs, fmt.Errorf("prometheus textfile for device %d: %w", dev, err))
 		}
 	}
+	p.exportOTLP(d.Final, d.time())
 	return errors.Join(errs...)
 }

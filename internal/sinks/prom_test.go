@@ -520,7 +520,7 @@ func TestNameGPUKeepsTheRank(t *testing.T) {
 		t.Fatalf("before NameGPU: %s", got)
 	}
 	uuid := "GPU-4996d1fc-e0c2-6530-2a9c-092dd0e46471"
-	p.NameGPU(0, sinks.GPUName(0, uuid))
+	p.NameGPU(0, uuid)
 	if got, want := filepath.Base(p.Path(0)), "ncclhooks_"+uuid+"_42.prom"; got != want {
 		t.Fatalf("after NameGPU: %s, want %s", got, want)
 	}

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
 )
@@ -28,8 +26,8 @@ type family struct {
 	log2     bool
 	lo, hi   int // log2 only: bucket range ever non-empty (sticky, so series keep their buckets)
 	seen     bool
-	main     *prometheus.Desc
-	samples  *prometheus.Desc // sum kind: the observation count
+	main     *metricDef
+	samples  *metricDef // sum kind: the observation count
 	labelSet []string
 }
 
@@ -88,16 +86,20 @@ func (p *Prom) family(info *hookgen.AggInfo) *family {
 		what += " by " + strings.Join(a.By, ", ")
 	}
 	help := "ncclhooks " + what + " (cumulative since the job started)."
+	unit := ""
+	if f.unit == 1e9 {
+		unit = "s"
+	}
 	switch a.Kind {
 	case config.AggCount:
-		f.main = prometheus.NewDesc(counterName(base), help, f.labelSet, nil)
+		f.main = newMetricDef(counterName(base), help, "", counterType, f.labelSet)
 	case config.AggSum:
-		f.main = prometheus.NewDesc(counterName(base), help, f.labelSet, nil)
-		f.samples = prometheus.NewDesc(counterName(base+"_observations"), "Values added to the ncclhooks "+what+".", f.labelSet, nil)
+		f.main = newMetricDef(counterName(base), help, unit, counterType, f.labelSet)
+		f.samples = newMetricDef(counterName(base+"_observations"), "Values added to the ncclhooks "+what+".", "", counterType, f.labelSet)
 	case config.AggMin, config.AggMax:
-		f.main = prometheus.NewDesc(gaugeName(base), "ncclhooks "+what+" over the job so far.", f.labelSet, nil)
+		f.main = newMetricDef(gaugeName(base), "ncclhooks "+what+" over the job so far.", unit, gaugeType, f.labelSet)
 	case config.AggHistogram:
-		f.main = prometheus.NewDesc(base, help, f.labelSet, nil)
+		f.main = newMetricDef(base, help, unit, histogramType, f.labelSet)
 	}
 	p.families[id] = f
 	p.names[base] = id

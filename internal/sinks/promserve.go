@@ -56,9 +56,15 @@ func (p *Prom) Serve(a string) error {
 // Addr is the /metrics endpoint's address, nil without one.
 func (p *Prom) Addr() net.Addr { return p.addr }
 
-// Close stops the /metrics endpoint. The textfiles stay: they hold the
-// final values.
+// Close stops the /metrics endpoint and the OTLP export. The textfiles
+// stay: they hold the final values.
 func (p *Prom) Close() error {
+	p.mu.Lock()
+	e := p.otlp
+	p.mu.Unlock()
+	if e != nil {
+		e.close()
+	}
 	if p.srv == nil {
 		return nil
 	}

@@ -1,5 +1,6 @@
 // Package sinks owns the outputs of a capture: the JSON lines file (one per
-// process), Prometheus textfiles and the /metrics endpoint. A sink receives
+// process), Prometheus textfiles, the /metrics endpoint and the OTLP export,
+// the last three rendering one set of metrics (metrics.go). A sink receives
 // decoded records as they are drained and one Dump per dump interval; it
 // never blocks the drain for long and never drops silently.
 package sinks
