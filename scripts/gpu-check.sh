@@ -34,7 +34,7 @@
 #      TestNCCLLoadedWithLocalSymbols)
 # Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 budget sass bench ranks"
 # picks steps (default all but sass, bench and ranks), GPU_TESTS test packages, NCCL_TAGS tags,
-# BENCH_RATES the bench's event rates (default 1e7).
+# BENCH_RATES the bench's event rates (default 1e7), RANKS_CONCURRENT=0 the ranks step's streams one at a time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.dev/gpu
@@ -256,7 +256,13 @@ if k:
     local R=$WORK/ranks-logs t0=$SECONDS; mkdir -p "$R"
     local -a spids=() slogs=()
     # stream LOG CMD...: one correctness stream in the background.
-    stream() { local log=$1; shift; "$@" > "$log" 2>&1 & spids+=($!); slogs+=("$log"); }
+    # RANKS_CONCURRENT=0 runs the streams one after another: under MPS a fatal fault in one
+    # client reaches every client of the server, so concurrent streams cannot tell whose it was.
+    stream() {
+      local log=$1; shift
+      if [ "${RANKS_CONCURRENT:-1}" = 0 ]; then "$@" > "$log" 2>&1; (exit $?) & else "$@" > "$log" 2>&1 & fi
+      spids+=($!); slogs+=("$log")
+    }
     wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>&1)
     stream "$R/wheel-host.log" env PORT_BASE=20000 OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$wheel" wheel --source host --jobs 2
     stream "$R/torch.log" bash -c "for prof in latency all-events; do
