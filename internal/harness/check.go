@@ -47,9 +47,10 @@ func (s *Summary) check(prof *config.Profile, logs map[int][]Event, emitted map[
 // hooks passed them on each of devices devices (logs and emitted by device;
 // a device without a log is checked for accounting only; devices 0: those
 // the output names), as Run checks its own runs: callers the harness did not
-// build (harness/callers) and real NCCL (ncclhooks check) use it.
-func CheckFile(prof *config.Profile, file string, devices int, logs map[int][]Event, emitted map[int]uint64) (*Summary, error) {
-	s := &Summary{Config: Config{Devices: devices}, HookActive: true}
+// build (harness/callers) and real NCCL (ncclhooks check) use it. epochs
+// are the profiles a live reload made active (Config.Epochs).
+func CheckFile(prof *config.Profile, file string, devices int, logs map[int][]Event, emitted map[int]uint64, epochs ...*config.Profile) (*Summary, error) {
+	s := &Summary{Config: Config{Devices: devices, Epochs: epochs}, HookActive: true}
 	for d := range devices {
 		s.Emitted += emitted[d]
 	}

@@ -30,7 +30,7 @@ type AcrossCheck struct {
 }
 
 // checkStatsOnly checks an epoch whose profile is not known from its
-// dump_stats lines alone: records + dropped = matched, drops by stage,
+// dump_stats lines and its fields (the header's or profile line's) alone: records + dropped = matched, drops by stage,
 // nothing pending, a record line per record unless the drain aggregates
 // the hook.
 func (s *Summary) checkStatsOnly(out *output) {
@@ -45,17 +45,24 @@ func (s *Summary) checkStatsOnly(out *output) {
 		return a.device - b.device
 	})
 	drained := map[string]bool{}
-	if out.profile != nil {
-		for _, h := range out.profile.Drained {
-			drained[h] = true
-		}
+	for _, h := range out.drained {
+		drained[h] = true
 	}
 	for _, k := range keys {
 		st := out.final[k]
 		r := Row{Hook: k.hook, Device: k.device, Epoch: out.epoch, Expected: -1, Matched: st.Matched, Records: st.Records, Dropped: st.Dropped, Lines: out.lines[k]}
 		r.Stages = fmt.Sprintf("full %d, overwritten %d, torn %d, ring %d", st.DroppedBufferFull, st.DroppedOverwritten, st.DroppedTorn, st.DroppedRingFull)
+		if fs, ok := out.fields[k.hook]; ok && len(fs) == 0 && !drained[k.hook] {
+			// Aggregate only: what it matched is what its aggregates
+			// counted; it reserves nothing and records nothing.
+			if st.Records != 0 || st.Dropped != 0 || st.Pending != 0 || r.Lines != 0 {
+				r.Problems = append(r.Problems, fmt.Sprintf("records %d, dropped %d, pending %d, %d record lines from a hook that only aggregates", st.Records, st.Dropped, st.Pending, r.Lines))
+			}
+			s.Rows = append(s.Rows, r)
+			continue
+		}
 		r.Problems = statsProblems(st, nil)
-		if !drained[k.hook] && r.Lines != r.Records && out.lines[k] > 0 {
+		if !drained[k.hook] && r.Lines != r.Records {
 			r.Problems = append(r.Problems, fmt.Sprintf("%d record lines but records_total %d", r.Lines, r.Records))
 		}
 		s.Rows = append(s.Rows, r)

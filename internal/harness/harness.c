@@ -181,7 +181,7 @@ static void* runChannel(void* arg) {
       __atomic_add_fetch(c->reached, 1, __ATOMIC_SEQ_CST);
     }
     if (held == 1) {
-      struct timespec pause = {0, 200 * 1000};
+      struct timespec pause = {0, 1000 * 1000};
       if (!__atomic_load_n(c->hold, __ATOMIC_ACQUIRE)) {
         held = 2;
       } else if (c->holdDone + c->batch <= c->holdMax) {

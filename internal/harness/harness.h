@@ -41,7 +41,7 @@ typedef struct {
   int timedOut;     // set when a barrier wait gave up (a rank never came)
   // Something done mid-run (a live profile reload, Config.MidRun): once
   // holdAt items are done the channel counts itself in *reached and, while
-  // *hold is non-zero, goes on emitting one batch every 200 us, at most
+  // *hold is non-zero, goes on emitting one batch a millisecond, at most
   // holdMax items (then it waits), so that hooks are called while it is
   // done; then the rest of its items. hold NULL: none.
   int* hold;

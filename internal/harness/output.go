@@ -26,6 +26,10 @@ type output struct {
 	// to none).
 	epoch   int
 	profile *schema.Profile
+	// fields and drained are the epoch's hooks' (the header's, or its
+	// profile line's): a hook without fields only aggregates.
+	fields  map[string]map[string]string
+	drained []string
 	aggs    map[aggKey]map[rowKey]*aggRow // final snapshots
 	final   map[statKey]schema.DumpStats
 	lines   map[statKey]uint64                       // record lines
@@ -121,7 +125,13 @@ func readEpochs(file string, keepRecords bool) ([]*output, error) {
 				return nil, fmt.Errorf("%s:%d: profile line of epoch %d after epoch %d", file, line, p.Epoch, len(outs)-1)
 			}
 			out = newOutput(p.Epoch, &p)
+			out.fields, out.drained = p.Fields, p.Drained
 			outs = append(outs, out)
+		case schema.TypeHeader:
+			var h schema.Header
+			if json.Unmarshal(sc.Bytes(), &h) == nil {
+				out.fields, out.drained = h.Fields, h.Drained
+			}
 		case schema.TypeRefused:
 			var r schema.Refused
 			json.Unmarshal(sc.Bytes(), &r)

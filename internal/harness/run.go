@@ -44,8 +44,8 @@ type Config struct {
 	Straggler      int
 	StragglerDelay time.Duration
 	// MidRun (cpu) is called once every channel has done HoldAt work items
-	// (default Items/2), while they go on emitting a batch every 200 us,
-	// at most HoldMax items each (default 4*Items); then the channels do
+	// (default Items/2), while they go on emitting a batch a millisecond,
+	// at most HoldMax items each (default 8*Items); then the channels do
 	// the rest of their items. A live reload test swaps the profile there.
 	MidRun          func() error
 	HoldAt, HoldMax int
@@ -219,7 +219,7 @@ func emitCPU(comms []*comm, cfg Config, stride uint64, bar *barrier) (map[int][]
 			holdAt = cfg.Items / 2
 		}
 		if holdMax <= 0 {
-			holdMax = 4 * cfg.Items
+			holdMax = 8 * cfg.Items
 		}
 	}
 	var devOf []int
