@@ -181,6 +181,7 @@ func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagS
 	fs.IntVar(&cfg.BytesPerItem, "bytes", 64<<10, "gpu: bytes moved per work item")
 	fs.BoolVar(&cfg.Graph, "graph", false, "gpu: capture the launches in a CUDA graph and replay it")
 	fs.IntVar(&cfg.Replays, "replays", 1, "gpu: launches (or graph replays) per communicator")
+	fs.Float64Var(&cfg.EventRate, "event-rate", 0, "gpu: pace the kernels to about this many events per second on each device (0: as fast as the work goes)")
 	fs.IntVar(&cfg.Ranks, "ranks", 0, "cpu: run a job of this many processes (one device each unless --devices), each a rank of the same communicators, every work item a collective between them; with --rank, play one process of such a job alone")
 	fs.IntVar(&cfg.Rank, "rank", 0, "with --ranks: this process's rank (its devices are ranks rank*devices, ...)")
 	fs.BoolVar(&rf.noVerify, "no-verify", false, "skip the per-event log and record-by-record check (faster, for rates)")

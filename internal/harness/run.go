@@ -20,11 +20,14 @@ type Config struct {
 	WorkFloats     int    // cpu: floats summed per work item
 	BytesPerItem   int    // gpu: bytes moved per work item
 	Graph          bool   // gpu: capture the launches in a CUDA graph and replay it
-	Replays        int    // gpu: graph replays (or launches without a graph)
-	FuncIDs        []uint32
-	OutputDir      string // where the plugin writes (NCCL_HOOKS_DUMP_DIR)
-	Verify         bool   // keep an event log and check every record against it
-	EventsDir      string // with Verify: also write the event log there (WriteEventLogs), for ncclhooks check --events
+	// EventRate (gpu) paces the kernels to about this many events per
+	// second on each device (0: as fast as the work goes).
+	EventRate float64
+	Replays   int // gpu: graph replays (or launches without a graph)
+	FuncIDs   []uint32
+	OutputDir string // where the plugin writes (NCCL_HOOKS_DUMP_DIR)
+	Verify    bool   // keep an event log and check every record against it
+	EventsDir string // with Verify: also write the event log there (WriteEventLogs), for ncclhooks check --events
 	// Slowdown plants a regression (cpu): each batch's work is stretched by
 	// busy waiting to this factor of the time it took, so every work item
 	// lasts about Slowdown times as long. 0 or 1: none.

@@ -335,6 +335,9 @@ func (s *Session) refusedLines(refused []gpu.Refusal) {
 // ok false: the switch could not be had; the module's own entry is handed
 // out instead, and the process cannot reload (one WARN).
 func (s *Session) switchHook(ord, index, ctxIndex int, entry, ctx uintptr) (uintptr, uintptr) {
+	if s.unswitched {
+		return entry, ctx // said once: this process keeps its profile
+	}
 	if s.sw == nil && !s.switchFailed {
 		var err error
 		switch s.knobs.Backend {
@@ -366,6 +369,15 @@ func (s *Session) switchHook(ord, index, ctxIndex int, entry, ctx uintptr) (uint
 		s.unswitched = true
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: device %d: communicator %d gets the module's own entry, and the profile can no longer be reloaded in this process: %v", ord, index, err))
 		return entry, ctx
+	}
+	if len(s.slots[ord]) == 0 {
+		how := "a host function of the plugin"
+		if g, ok := s.sw.(*gpu.Switch); ok {
+			if r, ok := g.Resources(ord); ok {
+				how = r.String()
+			}
+		}
+		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: device %d: reload switch at %#x (%s): NCCL gets it and a slot per communicator; each call loads its slot, then the active pair, and calls that module's entry (NCCL_HOOKS_RELOAD)", ord, sw, how))
 	}
 	s.slots[ord] = append(s.slots[ord], slot{addr: sl, ctxIndex: ctxIndex})
 	return sw, sl
