@@ -168,7 +168,13 @@ func (r *reloadRun) midRun() error {
 				return err
 			}
 		}
+		// The plugin is writing the file: a read that ends inside a line
+		// it is writing fails, and is tried again.
 		before, err := harness.ReloadTimes(file)
+		for try := 0; err != nil && try < 100; try++ {
+			time.Sleep(5 * time.Millisecond)
+			before, err = harness.ReloadTimes(file)
+		}
 		if err != nil {
 			return err
 		}
@@ -180,10 +186,7 @@ func (r *reloadRun) midRun() error {
 		for {
 			r.log.WriteString(harness.TakeLog())
 			now, err := harness.ReloadTimes(file)
-			if err != nil {
-				return err
-			}
-			if len(now) > len(before) {
+			if err == nil && len(now) > len(before) {
 				if !quiet {
 					fmt.Fprintf(r.stderr, "ncclhooks run: reloaded %s: %s\n", target, now[len(now)-1])
 				}
@@ -196,7 +199,7 @@ func (r *reloadRun) midRun() error {
 				break
 			}
 			if time.Since(start) > reloadTimeout {
-				return fmt.Errorf("reload to %s: no profile line and no WARN after %v", target, reloadTimeout)
+				return fmt.Errorf("reload to %s: no profile line and no WARN after %v (last read of the output: %v)", target, reloadTimeout, err)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

@@ -285,7 +285,9 @@ func (s *Session) Reload(seen, changed time.Time) ReloadResult {
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: reload: writing the profile line: %v", err))
 	}
 	s.refusedLines(refused)
-	gate.Open()
+	if err := gate.Open(); err != nil {
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: reload: writing the records epoch %d's hooks made during the switch: %v", epoch, err))
+	}
 	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: reload: profile %q (%s, sha256 %.12s) active as epoch %d on %d device(s), %v after the change was seen (compiled in %v, switched in %v); epoch %d's final dump: %s",
 		p.Name, p.File, p.Hash, epoch, len(newDevs), active.Sub(seen).Round(time.Microsecond), res.Compile.Round(time.Microsecond),
 		res.Swap.Round(time.Microsecond), epoch-1, res.Previous))

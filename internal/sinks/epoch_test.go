@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -60,11 +61,19 @@ func TestEpochRestartsTheAccounting(t *testing.T) {
 	}
 }
 
-// TestGateHoldsUntilOpen: nothing passes a closed gate.
+// TestGateHoldsUntilOpen: nothing passes a closed gate; the records it
+// kept (copies: the caller reuses its values) come out at Open, in order,
+// before anything given later.
 func TestGateHoldsUntilOpen(t *testing.T) {
-	var got []string
 	s := &recordingSink{}
 	g := NewGate(s)
+	vals := []hookgen.Value{{U: 1}}
+	must(0, g.Records([]Record{{Seq: 1, Values: vals}}))
+	vals[0].U = 2 // reused by the caller
+	must(0, g.Records([]Record{{Seq: 2, Values: vals}}))
+	if len(s.seqs) != 0 {
+		t.Fatalf("records passed the closed gate: %v", s.seqs)
+	}
 	done := make(chan struct{})
 	go func() {
 		g.Dump(&Dump{Final: true})
@@ -75,16 +84,27 @@ func TestGateHoldsUntilOpen(t *testing.T) {
 		t.Fatal("a dump passed the closed gate")
 	case <-time.After(20 * time.Millisecond):
 	}
-	g.Open()
+	must(0, g.Open())
 	<-done
-	g.Open() // twice is fine
-	if s.dumps != 1 {
-		t.Errorf("%d dumps behind the gate after Open, want 1 (%v)", s.dumps, got)
+	must(0, g.Open()) // twice is fine
+	must(0, g.Records([]Record{{Seq: 3, Values: vals}}))
+	if s.dumps != 1 || fmt.Sprint(s.seqs) != "[1 2 3]" || fmt.Sprint(s.vals[:2]) != "[1 2]" {
+		t.Errorf("%d dumps, records %v with values %v behind the gate, want 1 dump, [1 2 3] with [1 2 ...]", s.dumps, s.seqs, s.vals)
 	}
 }
 
-type recordingSink struct{ dumps int }
+type recordingSink struct {
+	dumps int
+	seqs  []uint64
+	vals  []uint64
+}
 
-func (r *recordingSink) Records([]Record) error { return nil }
+func (r *recordingSink) Records(recs []Record) error {
+	for _, x := range recs {
+		r.seqs = append(r.seqs, x.Seq)
+		r.vals = append(r.vals, x.Values[0].U)
+	}
+	return nil
+}
 func (r *recordingSink) Dump(*Dump) error       { r.dumps++; return nil }
 func (r *recordingSink) Close() error           { return nil }
