@@ -106,5 +106,5 @@ func (r *recordingSink) Records(recs []Record) error {
 	}
 	return nil
 }
-func (r *recordingSink) Dump(*Dump) error       { r.dumps++; return nil }
-func (r *recordingSink) Close() error           { return nil }
+func (r *recordingSink) Dump(*Dump) error { r.dumps++; return nil }
+func (r *recordingSink) Close() error     { return nil }
