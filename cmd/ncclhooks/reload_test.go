@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/schema"
@@ -170,5 +172,54 @@ func TestRunReloadMidRun(t *testing.T) {
 	res, code = cli(t, "check", out, "--profile", before)
 	if code != 0 || !strings.Contains(res, "all2@1") || !strings.Contains(res, "result: exact") {
 		t.Errorf("check with the first profile: exit %d:\n%s", code, res)
+	}
+}
+
+// TestReloadCommand: ncclhooks reload PID [PROFILE] finds the profile a
+// process watches in its environment (a relative one in its working
+// directory), writes a checked PROFILE over it, refuses one that does not
+// load (file:line:col, the watched file untouched), and refuses a process
+// that does not watch.
+func TestReloadCommand(t *testing.T) {
+	dir := t.TempDir()
+	watched := writeFile(t, dir, "job.yaml", reloadBefore)
+	after := writeFile(t, dir, "after.yaml", reloadAfter)
+	bad := writeFile(t, dir, "bad.yaml", reloadBad)
+	start := func(env ...string) int {
+		cmd := exec.Command("sleep", "60")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	job := fmt.Sprint(start("NCCL_HOOKS_PROFILE=job.yaml", "NCCL_HOOKS_RELOAD=on"))
+	out, code := cli(t, "reload", job, bad)
+	if code != 1 || !strings.Contains(out, ":5:25") {
+		t.Errorf("reload to a bad profile: exit %d, want 1 with its file:line:col:\n%s", code, out)
+	}
+	if b, _ := os.ReadFile(watched); string(b) != reloadBefore {
+		t.Errorf("a refused profile changed the watched file")
+	}
+	out, code = cli(t, "reload", job, after)
+	if b, _ := os.ReadFile(watched); code != 0 || string(b) != reloadAfter || !strings.Contains(out, watched) {
+		t.Errorf("reload: exit %d, the watched file %s now holds the new profile: %v:\n%s", code, watched, string(b) == reloadAfter, out)
+	}
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(watched, old, old)
+	if out, code = cli(t, "reload", job); code != 0 {
+		t.Errorf("reload without a profile: exit %d:\n%s", code, out)
+	}
+	if fi, _ := os.Stat(watched); fi.ModTime().Before(time.Now().Add(-time.Minute)) {
+		t.Errorf("reload without a profile did not touch %s", watched)
+	}
+	unwatched := fmt.Sprint(start("NCCL_HOOKS_PROFILE=" + watched))
+	if out, code = cli(t, "reload", unwatched, after); code != 2 || !strings.Contains(out, "NCCL_HOOKS_RELOAD") {
+		t.Errorf("reload of a process that does not watch: exit %d, want 2 naming NCCL_HOOKS_RELOAD:\n%s", code, out)
+	}
+	if matches, _ := filepath.Glob(filepath.Join(dir, ".ncclhooks-reload-*")); len(matches) > 0 {
+		t.Errorf("temporary files left: %v", matches)
 	}
 }

@@ -124,6 +124,11 @@ func (s *Switch) device(ord int) (*switchDevice, error) {
 			img, res = i, r
 			break
 		}
+		if r.FrameBytes > 0 && !s.harness {
+			// The frame holds the return address across the call: no cap
+			// takes it away (a saved register needs the frame as well).
+			break
+		}
 	}
 	if img == nil {
 		return fail(problem)
