@@ -138,6 +138,17 @@ func readKnobs() (lifecycle.Knobs, error) {
 	if k.Job == "" {
 		k.Job = getenv("SLURM_JOB_ID")
 	}
+	switch v := strings.ToLower(getenv("NCCL_HOOKS_RELOAD")); v {
+	case "", "0", "off":
+	case "1", "on":
+		k.Reload = lifecycle.DefaultReloadInterval
+	default:
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond || d > time.Minute {
+			return k, fmt.Errorf("NCCL_HOOKS_RELOAD=%q: give on (the profile is watched every %v), a watch interval from 1ms to 1m, or off (default)", v, lifecycle.DefaultReloadInterval)
+		}
+		k.Reload = d
+	}
 	k.SharedCtx = getenv("NCCL_HOOKS_SHARED_CTX") == "1"
 	if k.CC == "" {
 		k.CC = "cc"

@@ -18,7 +18,8 @@ import (
 func runCheck(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	profPath := fs.String("profile", "", "the profile the job ran (required)")
+	var profPaths stringList
+	fs.Var(&profPaths, "profile", "the profile the job ran (required); again for each profile a live reload made active (NCCL_HOOKS_RELOAD): each profile epoch of the output is checked against the one of its hash, an epoch of none by its accounting alone")
 	events := fs.String("events", "", "directory of the caller's event logs (events-dev<d>-comm<k>.bin), if it wrote any")
 	comms := fs.Int("comms", 0, "communicators each device must have a comm line for (0: do not check)")
 	fs.Usage = func() {
@@ -31,15 +32,20 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	if code := needArgs(fs, stderr, 1, 1, "OUTPUT_DIR"); code != exitOK {
 		return code
 	}
-	if *profPath == "" {
+	if len(profPaths) == 0 {
 		fmt.Fprintln(stderr, "ncclhooks check: missing --profile PROFILE: the profile the job ran, to check its output against")
 		fs.Usage()
 		return exitUsage
 	}
-	prof, err := config.Load(*profPath)
-	if err != nil {
-		return profileError("check", err, stderr)
+	var profs []*config.Profile
+	for _, pp := range profPaths {
+		p, err := config.Load(pp)
+		if err != nil {
+			return profileError("check", err, stderr)
+		}
+		profs = append(profs, p)
 	}
+	prof := profs[0]
 	fail := func(err error) int {
 		fmt.Fprintln(stderr, "ncclhooks check:", err)
 		return exitNoVerdict
@@ -68,7 +74,7 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 	}
 	ok := true
 	for _, file := range files {
-		s, err := harness.CheckFile(prof, file, 0, logs, emitted)
+		s, err := harness.CheckFile(prof, file, 0, logs, emitted, profs[1:]...)
 		if err != nil {
 			return fail(err)
 		}
@@ -76,6 +82,9 @@ func runCheck(args []string, stdout, stderr io.Writer) int {
 		s.Print(stdout)
 		s.PrintAggs(stdout)
 		s.PrintPairs(stdout)
+		if len(s.Rows) == 0 {
+			s.PrintAcross(stdout)
+		}
 		ok = ok && (s.OK() || len(s.Rows)+len(s.Aggs) == 0 && len(s.Problems) == 0) && len(s.Refused) == 0
 		for d := range s.Config.Devices {
 			if *comms > 0 && s.CommLines[d] != *comms {

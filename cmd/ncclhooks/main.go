@@ -22,6 +22,7 @@ usage:
   ncclhooks trace OUTPUT... -o FILE    Perfetto / Chrome trace of the work items
   ncclhooks funcs [OUTPUT]             NCCL's function names by id (OUTPUT's header, else the harness's table)
   ncclhooks bench [flags]              GPU hook cost against the nop hook (needs a GPU)
+  ncclhooks reload PID [PROFILE]       live reload: write PROFILE over the profile a job watches (NCCL_HOOKS_RELOAD)
   ncclhooks help [COMMAND]             this text, or a command's flags
 
 options, before or after the command:
@@ -55,6 +56,7 @@ func commands() map[string]func([]string, io.Writer, io.Writer) int {
 		"trace":    runTrace,
 		"funcs":    runFuncs,
 		"bench":    runBench,
+		"reload":   runReload,
 	}
 }
 

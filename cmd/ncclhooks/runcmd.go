@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/config"
 	"github.com/ncclhooks/ncclhooks/internal/cuda"
@@ -73,6 +74,35 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	if worker {
 		cfg.Barrier = os.Getenv(harness.BarrierEnv)
 	}
+	var rl *reloadRun
+	if len(rf.reloadTo) > 0 {
+		if worker || cfg.Ranks > 0 {
+			fmt.Fprintln(stderr, "ncclhooks run: --reload-to runs in one process: leave out --ranks")
+			return exitUsage
+		}
+		// The plugin watches a copy beside the profile (its includes
+		// resolve alike), which each target is written over in turn.
+		data, err := os.ReadFile(profPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "ncclhooks run: %v\n", err)
+			return exitUsage
+		}
+		watched := filepath.Join(filepath.Dir(profPath), fmt.Sprintf(".ncclhooks-run-%d.yaml", os.Getpid()))
+		if err := os.WriteFile(watched, data, 0o644); err != nil {
+			fmt.Fprintf(stderr, "ncclhooks run: --reload-to: %v\n", err)
+			return exitUsage
+		}
+		defer os.Remove(watched)
+		for _, t := range rf.reloadTo {
+			if p, err := config.Load(t); err == nil { // one that does not load is a refusal to see
+				cfg.Epochs = append(cfg.Epochs, p)
+			}
+		}
+		rl = &reloadRun{watched: watched, targets: rf.reloadTo, outDir: cfg.OutputDir, stderr: stderr}
+		cfg.MidRun = rl.midRun
+		profPath = watched
+		os.Setenv("NCCL_HOOKS_RELOAD", rf.reloadEvery.String())
+	}
 	// The plugin reads its knobs when it is loaded, as it does inside NCCL.
 	os.Setenv("NCCL_HOOKS_PROFILE", profPath)
 	os.Setenv("NCCL_HOOKS_BACKEND", cfg.Backend)
@@ -84,6 +114,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 	}
 	earlier := outputsIn(cfg.OutputDir)
 	s, err := harness.Run(p, prof, cfg)
+	if s != nil && rl != nil {
+		s.Log = rl.log.String() + s.Log
+	}
 	if s != nil {
 		// The plugin's log is diagnostics: stderr, so that stdout holds
 		// the results alone; --quiet keeps only its WARN lines.
@@ -96,6 +129,9 @@ func runRun(args []string, stdout, stderr io.Writer) int {
 		return exitNoVerdict
 	}
 	rc := printRunSummary(stdout, s, prof, p, cfg)
+	if rl != nil {
+		printReloads(stdout, s.OutputFile)
+	}
 	if len(earlier) > 0 && cfg.Barrier == "" { // a job's ranks: its parent says it
 		// report, trace and diff merge every output of a directory.
 		fmt.Fprintf(stderr, "ncclhooks run: note: %s also holds %d output(s) of earlier runs, which report, trace and diff of the directory merge with this one; give --out a new directory to keep runs apart\n", cfg.OutputDir, len(earlier))
@@ -118,7 +154,15 @@ type runFlags struct {
 	backend, plugin, out string
 	noVerify             bool
 	straggler            int
+	reloadTo             stringList
+	reloadEvery          time.Duration
 }
+
+// stringList is a flag given any number of times.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // runFlagSet defines the run command's flags into cfg and rf.
 func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagSet {
@@ -137,10 +181,13 @@ func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagS
 	fs.IntVar(&cfg.BytesPerItem, "bytes", 64<<10, "gpu: bytes moved per work item")
 	fs.BoolVar(&cfg.Graph, "graph", false, "gpu: capture the launches in a CUDA graph and replay it")
 	fs.IntVar(&cfg.Replays, "replays", 1, "gpu: launches (or graph replays) per communicator")
+	fs.Float64Var(&cfg.EventRate, "event-rate", 0, "gpu: pace the kernels to about this many events per second on each device (0: as fast as the work goes)")
 	fs.IntVar(&cfg.Ranks, "ranks", 0, "cpu: run a job of this many processes (one device each unless --devices), each a rank of the same communicators, every work item a collective between them; with --rank, play one process of such a job alone")
 	fs.IntVar(&cfg.Rank, "rank", 0, "with --ranks: this process's rank (its devices are ranks rank*devices, ...)")
 	fs.BoolVar(&rf.noVerify, "no-verify", false, "skip the per-event log and record-by-record check (faster, for rates)")
 	fs.StringVar(&cfg.EventsDir, "events-out", "", "write the events the harness emitted into this directory (events-dev<d>-comm<k>.bin, what check --events reads)")
+	fs.Var(&rf.reloadTo, "reload-to", "live reload mid-run: once every channel is half done (gpu: between replays), write this profile over the one the plugin watches and wait for its verdict; repeat for several reloads in turn")
+	fs.DurationVar(&rf.reloadEvery, "reload-interval", 250*time.Millisecond, "with --reload-to: how often the plugin looks at its profile (NCCL_HOOKS_RELOAD)")
 	rankFlags(fs, cfg, rf)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ncclhooks run PROFILE [flags]")
@@ -199,6 +246,9 @@ func printRunSummary(stdout io.Writer, s *harness.Summary, prof *config.Profile,
 	if len(s.Aggs) > 0 {
 		fmt.Fprintln(stdout)
 		s.PrintAggs(stdout)
+	}
+	if s.Epochs > 1 && len(s.Rows) == 0 {
+		s.PrintAcross(stdout)
 	}
 	fmt.Fprintf(stdout, "\noutput: %s\n", s.OutputFile)
 	if !s.OK() {

@@ -87,3 +87,22 @@ type Compiled interface {
 	// Info describes how it was built ("cc 12.2, 41ms", "nvrtc 13.0 sm_90, cache hit").
 	Info() string
 }
+
+// Switch is the hook a caller keeps across profile reloads
+// (NCCL_HOOKS_RELOAD; docs/ARCHITECTURE.md, "Live profile reload"): Entry
+// is handed out instead of a module's entry, and each communicator's devCtx
+// is a slot of the switch, which names the module entry and context block
+// to call. Each call reads its slot once, so it runs wholly in the module
+// that was active when it began: a reload takes effect at a work-item
+// boundary, with no relaunch and no graph re-capture, since the pointers
+// the caller holds never change.
+type Switch interface {
+	// Entry is the address the caller calls, on every device of the
+	// backend (a device address on the GPU: one per device, Entry(ord)).
+	Entry(ordinal int) (uintptr, error)
+	// NewSlot makes a slot on device ordinal that calls nothing until Set.
+	NewSlot(ordinal int) (uintptr, error)
+	// Set makes slot call entry(ev, ctx) from its next call on. When it
+	// returns, the caller's next read of the slot sees the new pair.
+	Set(ordinal int, slot, entry, ctx uintptr) error
+}

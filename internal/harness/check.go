@@ -47,9 +47,10 @@ func (s *Summary) check(prof *config.Profile, logs map[int][]Event, emitted map[
 // hooks passed them on each of devices devices (logs and emitted by device;
 // a device without a log is checked for accounting only; devices 0: those
 // the output names), as Run checks its own runs: callers the harness did not
-// build (harness/callers) and real NCCL (ncclhooks check) use it.
-func CheckFile(prof *config.Profile, file string, devices int, logs map[int][]Event, emitted map[int]uint64) (*Summary, error) {
-	s := &Summary{Config: Config{Devices: devices}, HookActive: true}
+// build (harness/callers) and real NCCL (ncclhooks check) use it. epochs
+// are the profiles a live reload made active (Config.Epochs).
+func CheckFile(prof *config.Profile, file string, devices int, logs map[int][]Event, emitted map[int]uint64, epochs ...*config.Profile) (*Summary, error) {
+	s := &Summary{Config: Config{Devices: devices, Epochs: epochs}, HookActive: true}
 	for d := range devices {
 		s.Emitted += emitted[d]
 	}
@@ -57,19 +58,24 @@ func CheckFile(prof *config.Profile, file string, devices int, logs map[int][]Ev
 }
 
 // checkFile checks the output file; byRecord checks records one by one (with
-// the logs, and START/STOP pairs), else only their accounting.
+// the logs, and START/STOP pairs), else only their accounting. A file with
+// profile epochs (a live reload) is checked epoch by epoch (checkEpoch),
+// then across them (checkAcross).
 func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Event, emitted map[int]uint64, byRecord bool) error {
 	s.OutputFile = file
-	out, err := readOutput(file, byRecord)
+	outs, err := readEpochs(file, byRecord)
 	if err != nil {
 		return err
 	}
+	out := outs[0]
 	if s.Config.Devices <= 0 { // from the output: the devices its comm lines and dump_stats name
 		for _, c := range out.comms {
 			s.Config.Devices = max(s.Config.Devices, c.Device+1)
 		}
-		for k := range out.final {
-			s.Config.Devices = max(s.Config.Devices, k.device+1)
+		for _, o := range outs {
+			for k := range o.final {
+				s.Config.Devices = max(s.Config.Devices, k.device+1)
+			}
 		}
 	}
 	s.CommLines = map[int]int{}
@@ -77,10 +83,51 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 		s.CommLines[c.Device]++
 	}
 	s.checkComms(out, logs)
-	if byRecord {
-		s.Pairs = checkPairs(prof, out)
+	if len(outs) == 1 {
+		if byRecord {
+			s.Pairs = checkPairs(prof, out)
+		}
+		s.checkEpoch(prof, out, logs, emitted, false)
+		return nil
 	}
-	aggMatches := s.checkAggregates(prof, logs, out)
+	h, err := ReadHeader(file)
+	if err != nil {
+		return err
+	}
+	profs := make([]*config.Profile, len(outs))
+	for i, o := range outs {
+		hash := h.ProfileHash
+		if o.profile != nil {
+			hash = o.profile.ProfileHash
+		}
+		for _, p := range append([]*config.Profile{prof}, s.Config.Epochs...) {
+			if p != nil && p.Hash == hash {
+				profs[i] = p
+			}
+		}
+		s.checkEpoch(profs[i], o, logs, emitted, true)
+	}
+	s.Epochs = len(outs)
+	s.checkAcross(outs, profs, logs, emitted)
+	return nil
+}
+
+// checkEpoch checks one profile epoch's lines against prof, the profile it
+// ran (nil: not known; then its dump_stats alone, for accounting). partial:
+// the epoch saw only some of the events (a live reload switched the hooks
+// mid-run), so what it matched is checked across the epochs (checkAcross),
+// not against the logs, and pairs and aggregates only for consistency.
+func (s *Summary) checkEpoch(prof *config.Profile, out *output, logs map[int][]Event, emitted map[int]uint64, partial bool) {
+	if prof == nil {
+		s.checkStatsOnly(out)
+		return
+	}
+	aggLogs, predLogs := logs, logs
+	if partial {
+		aggLogs, predLogs = nil, nil
+	}
+	aggMatches := s.checkAggregates(prof, aggLogs, out)
+	epoch := out.epoch
 	for _, h := range prof.EnabledHooks() {
 		if why, ok := out.refused[h.Name]; ok {
 			s.Refused = append(s.Refused, fmt.Sprintf("hook %q: %s", h.Name, why))
@@ -90,13 +137,15 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 			// Aggregate only: no records, its aggregates checked above;
 			// what it matched is what they counted.
 			for d := 0; d < s.Config.Devices; d++ {
-				s.Rows = append(s.Rows, aggOnlyRow(h, d, emitted[d], out, aggMatches))
+				r := aggOnlyRow(h, d, emitted[d], out, aggMatches)
+				r.Epoch = epoch
+				s.Rows = append(s.Rows, r)
 			}
 			continue
 		}
 		pred, predErr := compilePredicate(h)
 		for d := 0; d < s.Config.Devices; d++ {
-			r := Row{Hook: h.Name, Device: d, Emitted: emitted[d], Expected: -1}
+			r := Row{Hook: h.Name, Device: d, Epoch: epoch, Emitted: emitted[d], Expected: -1}
 			st, ok := out.final[statKey{h.Name, d}]
 			if !ok {
 				r.Problems = append(r.Problems, "no final dump_stats line")
@@ -132,7 +181,7 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 			case r.Lines != r.Records:
 				r.Problems = append(r.Problems, fmt.Sprintf("%d record lines but records_total %d", r.Lines, r.Records))
 			}
-			if evs, ok := logs[d]; ok && predErr == nil && pred != nil {
+			if evs, ok := predLogs[d]; ok && predErr == nil && pred != nil {
 				n, err := countMatches(h, pred, evs)
 				if err != nil {
 					r.Problems = append(r.Problems, err.Error())
@@ -149,7 +198,6 @@ func (s *Summary) checkFile(prof *config.Profile, file string, logs map[int][]Ev
 			s.Rows = append(s.Rows, r)
 		}
 	}
-	return nil
 }
 
 // checkComms checks the comm lines: per device, indices 0, 1, ... once each,

@@ -29,6 +29,14 @@ func emitGPU(comms []*comm, devices int, cfg Config, stride uint64) (map[int][]E
 		Replays:       cfg.Replays,
 		LogEvents:     cfg.Verify,
 		CounterStride: stride, // communicator k starts at firstCounter(k, stride)
+		EventRate:     cfg.EventRate,
+	}
+	if cfg.MidRun != nil {
+		// Called once, by device 0's run, however many devices play.
+		var once sync.Once
+		var midErr error
+		mid := cfg.MidRun
+		gcfg.MidRun = func() error { once.Do(func() { midErr = mid() }); return midErr }
 	}
 	type out struct {
 		res *gpuharness.Result

@@ -39,6 +39,16 @@ typedef struct {
   int nranks;
   uint64_t delayNs; // this rank arrives late: sleeps this long before each batch's STARTs
   int timedOut;     // set when a barrier wait gave up (a rank never came)
+  // Something done mid-run (a live profile reload, Config.MidRun): once
+  // holdAt items are done the channel counts itself in *reached and, while
+  // *hold is non-zero, goes on emitting one batch a millisecond, at most
+  // holdMax items (then it waits), so that hooks are called while it is
+  // done; then the rest of its items. hold NULL: none.
+  int* hold;
+  int* reached;
+  int holdAt;
+  int holdMax;
+  int holdDone; // items emitted while held (out): the channel emits items + holdDone
 } hh_channel_t;
 
 // hh_run_channels runs one thread per channel descriptor, all released at once.

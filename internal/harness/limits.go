@@ -54,6 +54,9 @@ func (c Config) Validate() error {
 	if c.Slowdown != 0 && !(c.Slowdown >= 1 && c.Slowdown <= 100) {
 		errs = append(errs, fmt.Errorf("slowdown %g: allowed 1 to 100 (1.05: each work item 5%% slower)", c.Slowdown))
 	}
+	if c.EventRate < 0 || (c.EventRate > 0 && c.Backend != "gpu") {
+		errs = append(errs, fmt.Errorf("event-rate %g: a positive rate in events per second paces the gpu backend's kernels; 0: unpaced", c.EventRate))
+	}
 	switch c.Backend {
 	case "cpu", "gpu":
 	default:

@@ -20,6 +20,16 @@ type statKey struct {
 }
 
 type output struct {
+	// epoch is the profile epoch these lines are (a live reload): 0 the
+	// header's profile, k the k-th profile line's; profile that line (nil
+	// for epoch 0). comms holds the comm lines of every epoch (they belong
+	// to none).
+	epoch   int
+	profile *schema.Profile
+	// fields and drained are the epoch's hooks' (the header's, or its
+	// profile line's): a hook without fields only aggregates.
+	fields  map[string]map[string]string
+	drained []string
 	aggs    map[aggKey]map[rowKey]*aggRow // final snapshots
 	final   map[statKey]schema.DumpStats
 	lines   map[statKey]uint64                       // record lines
@@ -44,13 +54,30 @@ type lineHead struct {
 // for rates) costs memory by hooks and devices, not by records (issue 13:
 // 6.25 GB at 4 M records).
 func readOutput(file string, keepRecords bool) (*output, error) {
+	outs, err := readEpochs(file, keepRecords)
+	if err != nil {
+		return nil, err
+	}
+	return outs[0], nil
+}
+
+func newOutput(epoch int, p *schema.Profile) *output {
+	return &output{epoch: epoch, profile: p, final: map[statKey]schema.DumpStats{}, lines: map[statKey]uint64{}, records: map[statKey][]map[string]json.RawMessage{},
+		aggs: map[aggKey]map[rowKey]*aggRow{}, refused: map[string]string{}}
+}
+
+// readEpochs reads a plugin output file, one output per profile epoch
+// (schema.Profile): a file without a live reload has one. The comm lines of
+// every epoch are in each.
+func readEpochs(file string, keepRecords bool) ([]*output, error) {
 	f, err := schema.Open(file)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	out := &output{final: map[statKey]schema.DumpStats{}, lines: map[statKey]uint64{}, records: map[statKey][]map[string]json.RawMessage{},
-		aggs: map[aggKey]map[rowKey]*aggRow{}, refused: map[string]string{}}
+	out := newOutput(0, nil)
+	outs := []*output{out}
+	var comms []schema.Comm
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	for line := 1; sc.Scan(); line++ {
@@ -88,7 +115,23 @@ func readOutput(file string, keepRecords bool) (*output, error) {
 			if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
 				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
 			}
-			out.comms = append(out.comms, c)
+			comms = append(comms, c)
+		case schema.TypeProfile:
+			var p schema.Profile
+			if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
+			}
+			if p.Epoch != len(outs) {
+				return nil, fmt.Errorf("%s:%d: profile line of epoch %d after epoch %d", file, line, p.Epoch, len(outs)-1)
+			}
+			out = newOutput(p.Epoch, &p)
+			out.fields, out.drained = p.Fields, p.Drained
+			outs = append(outs, out)
+		case schema.TypeHeader:
+			var h schema.Header
+			if json.Unmarshal(sc.Bytes(), &h) == nil {
+				out.fields, out.drained = h.Fields, h.Drained
+			}
 		case schema.TypeRefused:
 			var r schema.Refused
 			json.Unmarshal(sc.Bytes(), &r)
@@ -103,7 +146,10 @@ func readOutput(file string, keepRecords bool) (*output, error) {
 			}
 		}
 	}
-	return out, sc.Err()
+	for _, o := range outs {
+		o.comms = comms
+	}
+	return outs, sc.Err()
 }
 
 // CommIndex maps each communicator name of a plugin output's comm lines to

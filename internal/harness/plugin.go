@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -148,12 +149,24 @@ type cpuChannel struct {
 	Arrive      unsafe.Pointer // the barrier's count of this (communicator, channel); nil: none
 	NRanks      int            // ranks that arrive at each collective
 	Delay       time.Duration  // a straggler's lateness at each batch
+	// HoldAt and HoldMax: see hh_channel_t (runCPUChannels' midRun).
+	HoldAt, HoldMax int
 }
 
 // runCPUChannels runs one OS thread per channel, released together, and
-// returns each channel's event log (when asked for).
-func runCPUChannels(chs []cpuChannel) ([][]Event, error) {
+// returns each channel's event log (when asked for) and the work items it
+// emitted. With midRun, every channel holds at its HoldAt (emitting while
+// held) until midRun, called once all have reached it, returns.
+func runCPUChannels(chs []cpuChannel, midRun func() error) ([][]Event, []int, error) {
 	n := len(chs)
+	var hold, reached *C.int
+	midErr := make(chan error, 1)
+	if midRun != nil {
+		words := (*C.int)(C.calloc(2, C.sizeof_int))
+		defer C.free(unsafe.Pointer(words))
+		hold, reached = words, (*C.int)(unsafe.Add(unsafe.Pointer(words), C.sizeof_int))
+		*hold = 1
+	}
 	cs := (*[1 << 20]C.hh_channel_t)(C.calloc(C.size_t(n), C.sizeof_hh_channel_t))[:n:n]
 	defer C.free(unsafe.Pointer(&cs[0]))
 	var allocs []unsafe.Pointer
@@ -164,7 +177,7 @@ func runCPUChannels(chs []cpuChannel) ([][]Event, error) {
 	}()
 	for i, ch := range chs {
 		if len(ch.FuncIDs) == 0 {
-			return nil, errors.New("harness: no function ids")
+			return nil, nil, errors.New("harness: no function ids")
 		}
 		ids := (*C.uint32_t)(C.calloc(C.size_t(len(ch.FuncIDs)), 4))
 		allocs = append(allocs, unsafe.Pointer(ids))
@@ -184,21 +197,44 @@ func runCPUChannels(chs []cpuChannel) ([][]Event, error) {
 		c.arrive = (*C.uint32_t)(ch.Arrive)
 		c.nranks = C.int(ch.NRanks)
 		c.delayNs = C.uint64_t(ch.Delay.Nanoseconds())
+		if hold != nil {
+			c.hold, c.reached = hold, reached
+			c.holdAt, c.holdMax = C.int(ch.HoldAt), C.int(ch.HoldMax)
+		}
 		if ch.Log {
-			l := C.calloc(C.size_t(2*ch.Items), C.sizeof_ncclProfilerDevEvent_t)
+			l := C.calloc(C.size_t(2*(ch.Items+max(ch.HoldMax, 0))), C.sizeof_ncclProfilerDevEvent_t)
 			if l == nil {
-				return nil, errors.New("harness: out of memory for the event log")
+				return nil, nil, errors.New("harness: out of memory for the event log")
 			}
 			allocs = append(allocs, l)
 			c.log = (*C.ncclProfilerDevEvent_t)(l)
 		}
 	}
+	if hold != nil {
+		go func() {
+			// Released whatever midRun does: the channels must end.
+			defer atomicStoreInt(hold, 0)
+			for atomicLoadInt(reached) < int32(n) {
+				time.Sleep(time.Millisecond)
+			}
+			midErr <- midRun()
+		}()
+	} else {
+		midErr <- nil
+	}
 	if rc := C.hh_run_channels(&cs[0], C.int(n)); rc != 0 {
-		return nil, fmt.Errorf("harness: running channels failed (%d): batch must be 1..64", rc)
+		return nil, nil, fmt.Errorf("harness: running channels failed (%d): batch must be 1..64", rc)
+	}
+	if err := <-midErr; err != nil {
+		return nil, nil, fmt.Errorf("harness: mid-run: %w", err)
+	}
+	items := make([]int, n)
+	for i := range chs {
+		items[i] = chs[i].Items + int(cs[i].holdDone)
 	}
 	for i := range chs {
 		if cs[i].timedOut != 0 {
-			return nil, fmt.Errorf("harness: communicator %d channel %d: a rank did not start a collective within 2 minutes: did one of the job's processes fail?", chs[i].Comm, chs[i].Channel)
+			return nil, nil, fmt.Errorf("harness: communicator %d channel %d: a rank did not start a collective within 2 minutes: did one of the job's processes fail?", chs[i].Comm, chs[i].Channel)
 		}
 	}
 	logs := make([][]Event, n)
@@ -207,15 +243,19 @@ func runCPUChannels(chs []cpuChannel) ([][]Event, error) {
 			continue
 		}
 		// abi.DevEvent is ncclProfilerDevEvent_t's layout (abi's tests).
-		raw := unsafe.Slice((*abi.DevEvent)(unsafe.Pointer(cs[i].log)), 2*chs[i].Items)
+		raw := unsafe.Slice((*abi.DevEvent)(unsafe.Pointer(cs[i].log)), 2*items[i])
 		evs := make([]Event, len(raw))
 		for k, e := range raw {
 			evs[k] = Event{e, chs[i].Comm}
 		}
 		logs[i] = evs
 	}
-	return logs, nil
+	return logs, items, nil
 }
+
+// atomicLoadInt and atomicStoreInt access a C int that C threads share.
+func atomicLoadInt(p *C.int) int32     { return atomic.LoadInt32((*int32)(unsafe.Pointer(p))) }
+func atomicStoreInt(p *C.int, v int32) { atomic.StoreInt32((*int32)(unsafe.Pointer(p)), v) }
 
 // uintptrToPointer converts a C address (a hook or context the plugin
 // returned; not Go memory) for passing back to C.

@@ -20,11 +20,14 @@ type Config struct {
 	WorkFloats     int    // cpu: floats summed per work item
 	BytesPerItem   int    // gpu: bytes moved per work item
 	Graph          bool   // gpu: capture the launches in a CUDA graph and replay it
-	Replays        int    // gpu: graph replays (or launches without a graph)
-	FuncIDs        []uint32
-	OutputDir      string // where the plugin writes (NCCL_HOOKS_DUMP_DIR)
-	Verify         bool   // keep an event log and check every record against it
-	EventsDir      string // with Verify: also write the event log there (WriteEventLogs), for ncclhooks check --events
+	// EventRate (gpu) paces the kernels to about this many events per
+	// second on each device (0: as fast as the work goes).
+	EventRate float64
+	Replays   int // gpu: graph replays (or launches without a graph)
+	FuncIDs   []uint32
+	OutputDir string // where the plugin writes (NCCL_HOOKS_DUMP_DIR)
+	Verify    bool   // keep an event log and check every record against it
+	EventsDir string // with Verify: also write the event log there (WriteEventLogs), for ncclhooks check --events
 	// Slowdown plants a regression (cpu): each batch's work is stretched by
 	// busy waiting to this factor of the time it took, so every work item
 	// lasts about Slowdown times as long. 0 or 1: none.
@@ -43,6 +46,16 @@ type Config struct {
 	// late. 0: none.
 	Straggler      int
 	StragglerDelay time.Duration
+	// MidRun (cpu) is called once every channel has done HoldAt work items
+	// (default Items/2), while they go on emitting a batch a millisecond,
+	// at most HoldMax items each (default 8*Items); then the channels do
+	// the rest of their items. A live reload test swaps the profile there.
+	MidRun          func() error
+	HoldAt, HoldMax int
+	// Epochs are the profiles a live reload may have made active, besides
+	// the one Run is given: each epoch of the output is checked against the
+	// one of its hash (none: its accounting alone).
+	Epochs []*config.Profile
 }
 
 // Defaults fills zero fields; Validate refuses what is out of range.
@@ -93,6 +106,9 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	}
 	if cfg.Slowdown > 1 && cfg.Backend != "cpu" {
 		return nil, fmt.Errorf("harness: a planted slowdown exists on the cpu backend only")
+	}
+	if cfg.MidRun != nil && cfg.Backend == "gpu" && cfg.Replays < 2 {
+		return nil, fmt.Errorf("harness: a mid-run step on the gpu comes between replays: give at least 2 (--replays)")
 	}
 	if err := checkRanks(cfg); err != nil {
 		return nil, err
@@ -200,6 +216,15 @@ func firstCounter(k int, stride uint64) uint64 {
 // at once, so communicators on one device race on the same channel ids.
 func emitCPU(comms []*comm, cfg Config, stride uint64, bar *barrier) (map[int][]Event, map[int]uint64, time.Duration, error) {
 	var chs []cpuChannel
+	holdAt, holdMax := cfg.HoldAt, cfg.HoldMax
+	if cfg.MidRun != nil {
+		if holdAt <= 0 || holdAt >= cfg.Items {
+			holdAt = cfg.Items / 2
+		}
+		if holdMax <= 0 {
+			holdMax = 8 * cfg.Items
+		}
+	}
 	var devOf []int
 	for _, c := range comms {
 		var delay time.Duration
@@ -221,12 +246,14 @@ func emitCPU(comms []*comm, cfg Config, stride uint64, bar *barrier) (map[int][]
 				Arrive:      bar.counter(cfg, c.index, ch),
 				NRanks:      c.nranks,
 				Delay:       delay,
+				HoldAt:      holdAt,
+				HoldMax:     holdMax,
 			})
 			devOf = append(devOf, c.Device)
 		}
 	}
 	t0 := time.Now()
-	chLogs, err := runCPUChannels(chs)
+	chLogs, items, err := runCPUChannels(chs, cfg.MidRun)
 	elapsed := time.Since(t0)
 	if err != nil {
 		return nil, nil, 0, err
@@ -234,7 +261,7 @@ func emitCPU(comms []*comm, cfg Config, stride uint64, bar *barrier) (map[int][]
 	logs := map[int][]Event{}
 	emitted := map[int]uint64{}
 	for i, l := range chLogs {
-		emitted[devOf[i]] += uint64(2 * chs[i].Items)
+		emitted[devOf[i]] += uint64(2 * items[i])
 		if l != nil {
 			logs[devOf[i]] = append(logs[devOf[i]], l...)
 		}

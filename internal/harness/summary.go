@@ -20,17 +20,20 @@ type Summary struct {
 	OutputFile    string
 	Rows          []Row
 	Aggs          []AggCheck
-	Problems      []string    // about the run as a whole (contexts, comm lines)
-	Refused       []string    // hooks the plugin left out as unsafe to call, with why
-	CommLines     map[int]int // comm lines per device
-	Pairs         []PairCheck // START/STOP per work item, for hooks that record enough to tell
-	Log           string      // what the plugin logged through the NCCL logger
+	Problems      []string      // about the run as a whole (contexts, comm lines)
+	Refused       []string      // hooks the plugin left out as unsafe to call, with why
+	CommLines     map[int]int   // comm lines per device
+	Pairs         []PairCheck   // START/STOP per work item, for hooks that record enough to tell
+	Epochs        int           // profile epochs in the output (a live reload); 0 or 1: none
+	Across        []AcrossCheck // with epochs: each event matched in exactly one
+	Log           string        // what the plugin logged through the NCCL logger
 }
 
 // Row is one hook on one device.
 type Row struct {
 	Hook     string
 	Device   int
+	Epoch    int    // the profile epoch (a live reload; 0: the header's profile)
 	Emitted  uint64 // events the harness passed to the hook on this device
 	Expected int64  // matches computed independently by the harness; -1: not computable
 	Matched  uint64 // the plugin's matched_total
@@ -62,6 +65,11 @@ func (s *Summary) OK() bool {
 			return false
 		}
 	}
+	for _, c := range s.Across {
+		if len(c.Problems) > 0 {
+			return false
+		}
+	}
 	return len(s.Rows)+len(s.Aggs) > 0
 }
 
@@ -86,13 +94,17 @@ func (s *Summary) Print(w io.Writer) {
 		if len(r.Problems) > 0 {
 			res = "MISMATCH"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t\n", r.Hook, r.Device, r.Emitted, exp, r.Matched,
+		hook := r.Hook
+		if s.Epochs > 1 {
+			hook = fmt.Sprintf("%s@%d", r.Hook, r.Epoch)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%s\t%d\t%d\t%s\t\n", hook, r.Device, r.Emitted, exp, r.Matched,
 			r.Records, r.Dropped, r.Stages, r.Lines, r.Checked, res)
 	}
 	tw.Flush()
 	for _, r := range s.Rows {
 		for _, p := range r.Problems {
-			fmt.Fprintf(w, "MISMATCH %s device %d: %s\n", r.Hook, r.Device, p)
+			fmt.Fprintf(w, "MISMATCH %s (epoch %d) device %d: %s\n", r.Hook, r.Epoch, r.Device, p)
 		}
 	}
 	for _, p := range s.Problems {
@@ -101,4 +113,5 @@ func (s *Summary) Print(w io.Writer) {
 	for _, r := range s.Refused {
 		fmt.Fprintf(w, "REFUSED %s\n", r)
 	}
+	s.PrintAcross(w)
 }

@@ -70,6 +70,9 @@ type Knobs struct {
 	MaxRegisters  int           // NCCL_HOOKS_MAX_REGISTERS: registers a hook may use (0: read from the kernels that call the hook)
 	RegisterCaps  []int         // NCCL_HOOKS_REGISTER_CAPS: diagnostics: the --maxrregcount values to try, in order
 	SharedCtx     bool          // NCCL_HOOKS_SHARED_CTX: diagnostics: every communicator gets communicator 0's context
+	// Reload (NCCL_HOOKS_RELOAD) is how often the profile file is looked
+	// at for a live reload; 0: never (the hook is the module's own entry).
+	Reload time.Duration
 	// TermDump (NCCL_HOOKS_SIGTERM_DUMP) is the longest SIGTERM waits for
 	// the final dump; 0: SIGTERM is not caught.
 	TermDump time.Duration
@@ -101,7 +104,7 @@ func New(env Env) *Session {
 	if env.NCCLVersion == nil {
 		env.NCCLVersion = func() int { return 0 }
 	}
-	return &Session{env: env, devices: map[int]backend.Device{}, comms: map[uint64]*comm{}, commsOnDevice: map[int]int{}}
+	return &Session{env: env, devices: map[int]backend.Device{}, comms: map[uint64]*comm{}, commsOnDevice: map[int]int{}, slots: map[int][]slot{}}
 }
 
 // LoadDevice takes a compiled module to a hook NCCL may call on device ord:

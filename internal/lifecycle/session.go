@@ -81,6 +81,20 @@ type Session struct {
 	budget, budgetRead int
 	budgetCh           chan budgetResult // startBudget's result; nil: not read
 	budgetGot          bool
+	// Live reload (reload.go). reloadMu serialises reloads; the rest is
+	// under mu. sw is the switch whose entry and slots NCCL holds (nil:
+	// NCCL_HOOKS_RELOAD off, or no switch); slots are each device's, by
+	// communicator index; epoch counts the profiles made active by a
+	// reload; retiredDevices are the earlier epochs' modules, kept loaded.
+	reloadMu       sync.Mutex
+	watching       bool
+	sw             backend.Switch
+	switchFailed   bool
+	unswitched     bool // a communicator got a module's own entry: no reload
+	slots          map[int][]slot
+	epoch          int
+	retiredDevices []backend.Device
+	reloadWarned   string // the failing version last warned about
 	// lostWarned is the loss the last "lost N events" WARN reported: a
 	// later last finalize warns again only when more were lost.
 	lostWarned uint64
@@ -119,6 +133,7 @@ func (s *Session) Init(commID uint64, name string, nNodes, nRanks, rank, version
 				s.disableLocked(err.Error())
 			}
 		}
+		s.startWatch()
 	}
 	s.nextID++
 	id := s.nextID
@@ -190,15 +205,20 @@ func (s *Session) openOutputs() error {
 		s.prom = p
 		s.sinks = append(s.sinks, p)
 	}
-	s.drainer = rings.NewDrainer(rings.Options{
-		DumpInterval: s.profile.Output.DumpInterval,
-		RingCapacity: s.profile.Output.RingCapacity,
-		Sink:         sinks.Multi(s.sinks...),
+	s.drainer = s.newDrainer(s.profile, sinks.Multi(s.sinks...))
+	return nil
+}
+
+// newDrainer starts the drainer of one profile epoch, writing to sink.
+func (s *Session) newDrainer(p *config.Profile, sink sinks.Sink) *rings.Drainer {
+	return rings.NewDrainer(rings.Options{
+		DumpInterval: p.Output.DumpInterval,
+		RingCapacity: p.Output.RingCapacity,
+		Sink:         sink,
 		FuncName:     s.funcName,
 		Log:          s.env.Log,
 		DeviceState:  s.deviceState,
 	})
-	return nil
 }
 
 // header is the JSON lines header of this process, without what only a
@@ -429,11 +449,23 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 			return 0, 0
 		}
 	}
-	cctx, _, ok := s.attach(d, ord, c)
+	cctx, index, ok := s.attach(d, ord, c)
 	if !ok {
 		return 0, 0
 	}
+	if s.knobs.Reload > 0 {
+		return s.switchHook(ord, index, s.ctxIndex(index), d.Entry(), cctx)
+	}
 	return d.Entry(), cctx
+}
+
+// ctxIndex is the context block communicator index is given
+// (NCCL_HOOKS_SHARED_CTX: communicator 0's, but with work positions).
+func (s *Session) ctxIndex(index int) int {
+	if s.knobs.SharedCtx && !s.module.Work {
+		return 0
+	}
+	return index
 }
 
 // attach gives communicator c (nil: a getDeviceHook with no init before it)
@@ -441,15 +473,10 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 // line.
 func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index int, ok bool) {
 	index = s.commsOnDevice[ord]
-	ctxIndex := index
-	switch {
-	case s.knobs.SharedCtx && s.module.Work:
-		if !s.sharedCtxIgnored {
-			s.sharedCtxIgnored = true
-			s.env.Log(LogWarn, "ncclhooks: NCCL_HOOKS_SHARED_CTX=1 is ignored: with positions: work each communicator's block holds its own regions, one writer each")
-		}
-	case s.knobs.SharedCtx:
-		ctxIndex = 0
+	ctxIndex := s.ctxIndex(index)
+	if s.knobs.SharedCtx && s.module.Work && !s.sharedCtxIgnored {
+		s.sharedCtxIgnored = true
+		s.env.Log(LogWarn, "ncclhooks: NCCL_HOOKS_SHARED_CTX=1 is ignored: with positions: work each communicator's block holds its own regions, one writer each")
 	}
 	cctx, err := d.CommCtx(ctxIndex)
 	if err != nil {

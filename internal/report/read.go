@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,14 +48,19 @@ func (c Clock) HostNs(deviceTs uint64) int64 {
 
 // DumpStats is one dump_stats line of one of the run's files.
 type DumpStats struct {
-	File int // index into Run.Files
+	File  int // index into Run.Files
+	Epoch int // the file's profile epoch (a live reload; 0: the header's profile)
 	schema.DumpStats
 }
 
 // File is one JSON lines file of a run: one process.
 type File struct {
-	Path    string
-	Header  Header
+	Path   string
+	Header Header
+	// Epoch is the profile epoch being read (schema.Profile: a live reload
+	// made another profile active mid-file); Epochs are its profile lines.
+	Epoch   int
+	Epochs  []schema.Profile
 	Clocks  map[int]Clock // by device
 	Records int           // record lines
 	// Devices are the devices' identity and their latest state, by ordinal
@@ -385,7 +391,7 @@ func (r *reader) line(index int, f *File, pending map[pairKey][]pendingStart, li
 		}
 		f.Clocks[int(dev)] = Clock{Device: int(dev), HostUnixNs: host, DeviceNs: devNs, Model: o.str("model")}
 	case schema.TypeDumpStats:
-		return r.dumpStats(index, line)
+		return r.dumpStats(index, f.Epoch, line)
 	case schema.TypeComm:
 		var c schema.Comm
 		if err := json.Unmarshal(line, &c); err != nil {
@@ -426,6 +432,8 @@ func (r *reader) nested(f *File, line []byte, lineNo int) error {
 		return r.header(f, line)
 	}
 	switch probe.Type {
+	case schema.TypeProfile:
+		return r.profileLine(f, line)
 	case schema.TypeAggregate:
 		return r.aggregate(len(r.run.Files), line)
 	case schema.TypeDevice:
@@ -481,6 +489,35 @@ func (r *reader) header(f *File, line []byte) error {
 		return fmt.Errorf("profile %s (%s) differs from profile %s (%s) of %s: the inputs come from different versions of profile %q; pass --allow-mixed to merge them anyway",
 			ShortHash(h), f.Header.ProfileFile, ShortHash(r.run.ProfileHash), r.run.hashProfile, r.run.hashFile, f.Header.Profile)
 	}
+	return nil
+}
+
+// profileLine reads a profile line: a live reload made another profile
+// active from here on. Its epochs ran different profiles, merged only with
+// --allow-mixed, as files of different profile versions are; each epoch's
+// dump_stats count on their own (their totals restart).
+func (r *reader) profileLine(f *File, line []byte) error {
+	var p schema.Profile
+	if err := json.Unmarshal(line, &p); err != nil {
+		return fmt.Errorf("profile line: %v", err)
+	}
+	if p.Epoch != f.Epoch+1 {
+		return fmt.Errorf("profile line of epoch %d after epoch %d", p.Epoch, f.Epoch)
+	}
+	if !r.opts.AllowMixed && (p.Profile != r.run.Profile || (r.run.ProfileHash != "" && p.ProfileHash != r.run.ProfileHash)) {
+		return fmt.Errorf("a live reload made profile %q (%s, %s) active mid-file as epoch %d, after %q (%s): the file's epochs ran different profiles; pass --allow-mixed to read them together (ncclhooks check verifies each epoch)",
+			p.Profile, p.ProfileFile, ShortHash(p.ProfileHash), p.Epoch, r.run.Profile, ShortHash(r.run.ProfileHash))
+	}
+	f.Epoch = p.Epoch
+	f.Epochs = append(f.Epochs, p)
+	// The epoch's records name their fields as its profile does.
+	fields := maps.Clone(f.Header.Fields)
+	if fields == nil {
+		fields = map[string]map[string]string{}
+	}
+	maps.Copy(fields, p.Fields)
+	f.Header.Fields = fields
+	f.Header.Drained = append(slices.Clone(f.Header.Drained), p.Drained...)
 	return nil
 }
 

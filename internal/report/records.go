@@ -126,7 +126,7 @@ func (r *reader) emit(w *WorkItem) {
 
 // dumpStats reads a dump_stats line (few per file: encoding/json into the
 // schema's struct, after the flat parse checked the keys it cannot do without).
-func (r *reader) dumpStats(index int, line []byte) error {
+func (r *reader) dumpStats(index, epoch int, line []byte) error {
 	o := &r.obj
 	if _, ok := o.int("device"); o.str("hook") == "" || !ok {
 		return errors.New(`dump_stats line needs "hook" and integer "device"`)
@@ -140,7 +140,7 @@ func (r *reader) dumpStats(index int, line []byte) error {
 	if err := json.Unmarshal(line, &l); err != nil {
 		return fmt.Errorf("dump_stats line: %v", err)
 	}
-	s := DumpStats{File: index, DumpStats: l}
+	s := DumpStats{File: index, Epoch: epoch, DumpStats: l}
 	r.run.Hooks[s.Hook] = r.run.hook(s.Hook)
 	r.run.Stats = append(r.run.Stats, s)
 	return nil
@@ -163,16 +163,17 @@ type Capture struct {
 }
 
 // Capture returns the capture ratio of one hook; ok is false when the
-// inputs have no dump_stats line for it.
+// inputs have no dump_stats line for it. A file's profile epochs (a live
+// reload) count apart: each epoch's totals start from zero.
 func (r *Run) Capture(hook string) (c Capture, ok bool) {
-	type fd struct{ file, device int }
+	type fd struct{ file, epoch, device int }
 	last := map[fd]DumpStats{}
 	settled := map[fd]bool{} // a final dump was written (the plugin keeps dumping after it)
 	for _, s := range r.Stats {
 		if s.Hook != hook {
 			continue
 		}
-		k := fd{s.File, s.Device}
+		k := fd{s.File, s.Epoch, s.Device}
 		if prev, seen := last[k]; !seen || s.Dump >= prev.Dump {
 			last[k] = s
 		}

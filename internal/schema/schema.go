@@ -25,6 +25,7 @@ const (
 	TypeAggregate = "aggregate"
 	TypeDevice    = "device"
 	TypeInactive  = "inactive"
+	TypeProfile   = "profile"
 )
 
 // Header is the first line of a file.
@@ -59,6 +60,31 @@ type Header struct {
 	// records (buffer.positions: work with aggregates): their records are
 	// counted in dump_stats, and no record line is written.
 	Drained []string `json:"drained,omitempty"`
+}
+
+// Profile opens a profile epoch: the profile a live reload
+// (NCCL_HOOKS_RELOAD) made active. Epoch 0 is the header's profile; the
+// k-th profile line opens epoch k, and every record, dump_stats and
+// aggregate line after it, up to the next profile line, is that epoch's.
+// The plugin writes it after the previous epoch's final dump_stats and
+// aggregates, so the epochs' lines never interleave; comm, clock, device
+// and refused lines belong to no epoch (communicators and devices outlive
+// reloads). Totals restart in each epoch: records + dropped = matched
+// holds per epoch, hook and device.
+type Profile struct {
+	Type        string `json:"type"`
+	Epoch       int    `json:"epoch"`
+	Profile     string `json:"profile"`
+	ProfileFile string `json:"profile_file"`
+	ProfileHash string `json:"profile_hash"`
+	// ActiveUnixNs is when the switch made its hooks active (its first
+	// records may be as early), ChangeUnixNs when the file change that
+	// caused the reload was seen (its modification time).
+	ActiveUnixNs int64 `json:"active_unix_ns"`
+	ChangeUnixNs int64 `json:"change_unix_ns"`
+	// Fields and Drained are the header's, for this epoch's module.
+	Fields  map[string]map[string]string `json:"fields,omitempty"`
+	Drained []string                     `json:"drained,omitempty"`
 }
 
 // Clock is a host/device timestamp pair taken together on one device.

@@ -122,6 +122,9 @@ type JSONL struct {
 	maxBytes   int64         // 0: no cap
 	capReached bool
 	capped     map[lineKey]uint64
+	// lostBefore counts what lost and capped held in earlier profile
+	// epochs (Epoch restarts them with the epoch's totals), for Lost.
+	lostBefore uint64
 	log        func(level int, msg string)
 }
 
@@ -605,7 +608,59 @@ func (j *JSONL) Lost() uint64 {
 	for _, v := range j.capped {
 		n += v
 	}
-	return n
+	return n + j.lostBefore
+}
+
+// Epoch is a profile line's contents (schema.Profile).
+type Epoch struct {
+	Epoch        int
+	Profile      string
+	ProfileFile  string
+	ProfileHash  string
+	ActiveUnixNs int64
+	ChangeUnixNs int64
+	Fields       map[string]map[string]string // HeaderFields of the epoch's module
+	Drained      []string                     // HeaderDrained of the epoch's module
+}
+
+// Epoch writes a profile line, opening a profile epoch (a live reload):
+// everything buffered is written first, and the per hook and device
+// accounting (the since-last-dump deltas, the records the file lost or
+// capped) starts again, as the drainer's totals do for the epoch's hooks.
+// The previous epoch's final dump must have been written (Dump) before.
+// {"type":"profile","epoch":1,"profile":"p","profile_file":"p.yaml",
+// "profile_hash":"..","active_unix_ns":..,"change_unix_ns":..,"fields":{..}}
+func (j *JSONL) Epoch(e Epoch) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return os.ErrClosed
+	}
+	b := strconv.AppendInt([]byte(`{"type":"profile","epoch":`), int64(e.Epoch), 10)
+	b = appendString(appendKey(b, "profile"), e.Profile)
+	b = appendString(appendKey(b, "profile_file"), e.ProfileFile)
+	b = appendString(appendKey(b, "profile_hash"), e.ProfileHash)
+	b = strconv.AppendInt(appendKey(b, "active_unix_ns"), e.ActiveUnixNs, 10)
+	b = strconv.AppendInt(appendKey(b, "change_unix_ns"), e.ChangeUnixNs, 10)
+	if len(e.Fields) > 0 {
+		b = appendStringMap2(appendKey(b, "fields"), e.Fields)
+	}
+	if len(e.Drained) > 0 {
+		b = appendStrings(appendKey(b, "drained"), e.Drained)
+	}
+	j.meta = append(j.meta, append(b, "}\n"...)...)
+	err := j.flushLocked()
+	for _, v := range j.lost {
+		j.lostBefore += v
+	}
+	for _, v := range j.capped {
+		j.lostBefore += v
+	}
+	clear(j.lost)
+	clear(j.capped)
+	clear(j.last)
+	clear(j.hooks)
+	return err
 }
 
 // Close writes what is buffered and closes the file.

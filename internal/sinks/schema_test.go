@@ -93,6 +93,8 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 		Devices: []DeviceState{full},
 		Final:   true,
 	}))
+	must(0, j.Epoch(Epoch{Epoch: 1, Profile: "p2", ProfileFile: "p.yaml", ProfileHash: "ab12", ActiveUnixNs: 7, ChangeUnixNs: 6,
+		Fields: HeaderFields(m), Drained: []string{"lat"}}))
 	must(0, j.Close())
 
 	lines := readLines(t, filepath.Join(dir, FileName("n", 3)))
@@ -122,6 +124,9 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 			checkKeys(t, typ, l, schema.Refused{})
 		case schema.TypeInactive:
 			checkKeys(t, typ, l, schema.Inactive{})
+		case schema.TypeProfile:
+			checkKeys(t, typ, l, schema.Profile{})
+			allKeys(t, typ, l, schema.Profile{})
 		case schema.TypeRecord:
 			var fields []string
 			for _, f := range h.Layout.Fields {
@@ -151,7 +156,7 @@ func TestWriterFollowsTheSchema(t *testing.T) {
 		}
 	}
 	for _, typ := range []string{schema.TypeHeader, schema.TypeClock, schema.TypeComm, schema.TypeRefused, schema.TypeRecord,
-		schema.TypeDumpStats, schema.TypeAggregate, schema.TypeDevice, schema.TypeInactive} {
+		schema.TypeDumpStats, schema.TypeAggregate, schema.TypeDevice, schema.TypeInactive, schema.TypeProfile} {
 		if seen[typ] == 0 {
 			t.Errorf("no %s line written", typ)
 		}

@@ -126,6 +126,13 @@ const (
 // its symbols (the entry and the functions beside it), its .nv.info
 // attributes (registers, frame) and its relocations (calls, addresses).
 func EntryResources(cubin []byte) (Resources, error) {
+	return FunctionResources(cubin, hookgen.SymEntry)
+}
+
+// FunctionResources reads the resources of function name from a linked
+// cubin, as EntryResources does for the entry: every other function
+// defined beside it counts as a call.
+func FunctionResources(cubin []byte, name string) (Resources, error) {
 	var r Resources
 	f, err := openCubin(cubin)
 	if err != nil {
@@ -140,20 +147,20 @@ func EntryResources(cubin []byte) (Resources, error) {
 		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Section == elf.SHN_UNDEF {
 			continue
 		}
-		if s.Name == hookgen.SymEntry {
+		if s.Name == name {
 			entry = i + 1
 		} else {
 			r.Calls = append(r.Calls, s.Name)
 		}
 	}
 	if entry < 0 {
-		return r, fmt.Errorf("the hook cubin has no function %s", hookgen.SymEntry)
+		return r, fmt.Errorf("the hook cubin has no function %s", name)
 	}
 	sort.Strings(r.Calls)
-	if err := r.readInfo(f, entry); err != nil {
+	if err := r.readInfo(f, entry, name); err != nil {
 		return r, err
 	}
-	err = r.readRelocations(f, syms) // before r is returned: it adds to r
+	err = r.readRelocations(f, syms, name) // before r is returned: it adds to r
 	return r, err
 }
 
@@ -176,7 +183,7 @@ func openCubin(cubin []byte) (*elf.File, error) {
 
 // readInfo reads the register count and frame size of the function at
 // symbol index entry from the cubin's .nv.info section.
-func (r *Resources) readInfo(f *elf.File, entry int) error {
+func (r *Resources) readInfo(f *elf.File, entry int, name string) error {
 	info := f.Section(".nv.info")
 	if info == nil {
 		return errors.New("the hook cubin has no .nv.info section")
@@ -207,7 +214,7 @@ func (r *Resources) readInfo(f *elf.File, entry int) error {
 		}
 	}
 	if regs < 0 {
-		return fmt.Errorf("the hook cubin's .nv.info gives no register count for %s", hookgen.SymEntry)
+		return fmt.Errorf("the hook cubin's .nv.info gives no register count for %s", name)
 	}
 	r.Registers = regs
 	return nil
@@ -217,8 +224,8 @@ func (r *Resources) readInfo(f *elf.File, entry int) error {
 // relocations. After linking, a helper the compiler calls (its division slow
 // path, say) is folded into the entry's own code and keeps no symbol; the
 // call's return address is still relocated, against a function symbol.
-func (r *Resources) readRelocations(f *elf.File, syms []elf.Symbol) error {
-	rela := f.Section(".rela.text." + hookgen.SymEntry)
+func (r *Resources) readRelocations(f *elf.File, syms []elf.Symbol, name string) error {
+	rela := f.Section(".rela.text." + name)
 	if rela == nil {
 		return nil
 	}

@@ -44,6 +44,11 @@ type Config struct {
 	// EventRate paces the kernels to about this many events per second on
 	// the device, all communicators together (0: as fast as the work goes).
 	EventRate float64
+	// MidRun, when set, is called once the first half of the replays
+	// (Replays/2, at least one) is enqueued, while those kernels run; the
+	// rest are enqueued when it returns. A live reload test swaps the
+	// profile there: a graph captured before it is replayed after it.
+	MidRun func() error
 }
 
 // Limits of a Config.

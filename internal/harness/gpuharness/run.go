@@ -174,6 +174,11 @@ func (r *run) play() (*Result, error) {
 		}
 	}
 	for rep := 0; rep < cfg.Replays; rep++ {
+		if cfg.MidRun != nil && rep == max(cfg.Replays/2, 1) {
+			if err := cfg.MidRun(); err != nil {
+				return nil, fmt.Errorf("harness: mid-run: %w", err)
+			}
+		}
 		for i, c := range r.comms {
 			if cfg.Graph {
 				if err := c.graph.Launch(c.stream); err != nil {
