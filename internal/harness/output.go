@@ -22,6 +22,7 @@ type statKey struct {
 type output struct {
 	aggs    map[aggKey]map[rowKey]*aggRow // final snapshots
 	final   map[statKey]schema.DumpStats
+	dumps   map[statKey][]schema.DumpStats           // every dump_stats line, in file order
 	lines   map[statKey]uint64                       // record lines
 	records map[statKey][]map[string]json.RawMessage // the record lines, when kept
 	comms   []schema.Comm
@@ -49,7 +50,7 @@ func readOutput(file string, keepRecords bool) (*output, error) {
 		return nil, err
 	}
 	defer f.Close()
-	out := &output{final: map[statKey]schema.DumpStats{}, lines: map[statKey]uint64{}, records: map[statKey][]map[string]json.RawMessage{},
+	out := &output{final: map[statKey]schema.DumpStats{}, dumps: map[statKey][]schema.DumpStats{}, lines: map[statKey]uint64{}, records: map[statKey][]map[string]json.RawMessage{},
 		aggs: map[aggKey]map[rowKey]*aggRow{}, refused: map[string]string{}}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
@@ -98,6 +99,7 @@ func readOutput(file string, keepRecords bool) (*output, error) {
 			if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
 				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
 			}
+			out.dumps[k] = append(out.dumps[k], st)
 			if st.Final {
 				out.final[k] = st // the last final dump wins (several init/finalize cycles)
 			}
