@@ -22,6 +22,7 @@ usage:
   ncclhooks trace OUTPUT... -o FILE    Perfetto / Chrome trace of the work items
   ncclhooks funcs [OUTPUT]             NCCL's function names by id (OUTPUT's header, else the harness's table)
   ncclhooks bench [flags]              GPU hook cost against the nop hook (needs a GPU)
+  ncclhooks soak-verdict SAMPLES       flat or not: slopes of a soak's samples (scripts/soak.sh), PASS or FAIL
   ncclhooks help [COMMAND]             this text, or a command's flags
 
 options, before or after the command:
@@ -55,6 +56,8 @@ func commands() map[string]func([]string, io.Writer, io.Writer) int {
 		"trace":    runTrace,
 		"funcs":    runFuncs,
 		"bench":    runBench,
+
+		"soak-verdict": runSoakVerdict,
 	}
 }
 
