@@ -20,7 +20,7 @@
 #
 # Environment (defaults in brackets):
 #   BIN       directory of ncclhooks and libnccl-profiler-hooks.so [build, after make build;
-#             .dev/gpu on the GPU machine, which has no Go]
+#             .dev/gpu on the GPU machine, which has no Go]; CLI and PLUGIN name them apart
 #   BACKEND   cpu or gpu [cpu]
 #   EXAMPLES  the profiles, in turn [examples/*.yaml]
 #   INTERVAL  seconds between samples [2]
@@ -45,8 +45,8 @@ VERDICT_FLAGS=${VERDICT_FLAGS:-}
 PROM_PORT=${PROM_PORT:-19464}
 OUT=${2:-out/soak-$BACKEND-$(date +%Y%m%d-%H%M%S)}
 read -r -a examples <<<"${EXAMPLES:-$(echo examples/*.yaml)}"
-CLI=$BIN/ncclhooks
-PLUGIN=$BIN/libnccl-profiler-hooks.so
+CLI=${CLI:-$BIN/ncclhooks}
+PLUGIN=${PLUGIN:-$BIN/libnccl-profiler-hooks.so}
 for f in "$CLI" "$PLUGIN"; do
   [ -f "$f" ] || { echo "soak: $f missing: run make build (or set BIN=.dev/gpu on the GPU machine)" >&2; exit 2; }
 done

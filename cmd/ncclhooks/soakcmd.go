@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"text/tabwriter"
 
@@ -57,14 +58,18 @@ func runSoakVerdict(args []string, stdout, stderr io.Writer) int {
 		return exitNoVerdict
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "process\tmetric\tsamples\tfirst\tlast\tmax\tslope/h\tslope/h after warm-up\tbound/h\tresult\t")
+	fmt.Fprintln(tw, "process\tmetric\tsamples\tfirst\tlast\tmax\tslope/h\tslope/h after warm-up\tbound after warm-up\tresult\t")
 	pass := true
 	for _, r := range results {
 		res := "PASS"
 		if !r.Pass {
 			res, pass = "FAIL", false
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%g\t%g\t%g\t%.4g\t%.4g\t%g\t%s\t\n", r.Group, r.Metric, r.N, r.First, r.Last, r.Max, r.SlopeAll, r.SlopeLate, r.Rule.MaxSlope, res)
+		bound := "high-water"
+		if !math.IsInf(r.Rule.MaxSlope, 1) {
+			bound = fmt.Sprintf("%g %s/h", r.Rule.MaxSlope, r.Unit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%g\t%g\t%g\t%.4g\t%.4g\t%s\t%s\t\n", r.Group, r.Metric, r.N, r.First, r.Last, r.Max, r.SlopeAll, r.SlopeLate, bound, res)
 	}
 	tw.Flush()
 	for _, r := range results {
