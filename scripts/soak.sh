@@ -51,8 +51,8 @@ for f in "$CLI" "$PLUGIN"; do
   [ -f "$f" ] || { echo "soak: $f missing: run make build (or set BIN=.dev/gpu on the GPU machine)" >&2; exit 2; }
 done
 slice=$((secs / ${#examples[@]}))
-if [ "$slice" -lt $((4 * INTERVAL)) ]; then
-  echo "soak: $1 over ${#examples[@]} examples is ${slice}s each: give at least $((4 * INTERVAL * ${#examples[@]}))s (4 samples per example)" >&2
+if [ "$slice" -lt $((8 * INTERVAL)) ]; then
+  echo "soak: $1 over ${#examples[@]} examples is ${slice}s each: give at least $((8 * INTERVAL * ${#examples[@]}))s (8 samples per example)" >&2
   exit 2
 fi
 mkdir -p "$OUT" || exit 2

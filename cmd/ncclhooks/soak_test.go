@@ -67,7 +67,7 @@ func TestSoakScriptShort(t *testing.T) {
 	cmd := exec.Command("bash", "scripts/soak.sh", "12s", out)
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "CLI="+cliPath, "PLUGIN="+plugin, "EXAMPLES=examples/all-events.yaml", "INTERVAL=1",
-		"PROM_PORT="+strconv.Itoa(port), "VERDICT_FLAGS=--rss-slope 1e12 --high-water=false", "NCCL_HOOKS_CACHE_DIR="+t.TempDir())
+		"PROM_PORT="+strconv.Itoa(port), "VERDICT_FLAGS=--rss-slope 1e12 --floor=false", "NCCL_HOOKS_CACHE_DIR="+t.TempDir())
 	log, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("soak.sh 12s: %v:\n%s", err, log)
@@ -96,5 +96,21 @@ func TestSoakScriptShort(t *testing.T) {
 		if f[7] != "NA" {
 			t.Errorf("sample %q: device memory on the cpu backend, want NA", l)
 		}
+	}
+}
+
+// A soak makes communicators over and over. Where the plugin stops giving
+// later ones a hook (field-capture records, and the cpu backend's arena
+// holds the context blocks of 125 communicators a device: comm indices are
+// not reused), the run must say so, not pass on the earlier cycles' output.
+func TestRunDurationNeverPassesUnprofiledCommunicators(t *testing.T) {
+	out, code := cli(t, "run", "../../examples/field-capture.yaml", "--backend", "cpu", "--out", t.TempDir(), "--no-verify",
+		"--duration", "1s", "--gap", "100ms", "--devices", "1", "--comms", "50", "--channels", "1", "--items", "10")
+	hooked := !strings.Contains(out, "no hook for communicator")
+	switch {
+	case hooked && (code != 0 || !strings.Contains(out, "result: exact")):
+		t.Errorf("every communicator got its hook: exit %d, want exact:\n%s", code, out)
+	case !hooked && (code != exitVerdict || !strings.Contains(out, "got no hook from getDeviceHook")):
+		t.Errorf("later communicators got no hook: exit %d, want %d naming them:\n%s", code, exitVerdict, out)
 	}
 }

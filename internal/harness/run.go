@@ -118,11 +118,14 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 	}
 	start := time.Now()
 	var (
-		logs    map[int][]Event // per device, of the last cycle (one without Duration)
-		emitted = map[int]uint64{}
-		elapsed time.Duration
-		cycles  int
-		comms   []*comm
+		logs     map[int][]Event // per device, of the last cycle (one without Duration)
+		emitted  = map[int]uint64{}
+		elapsed  time.Duration
+		cycles   int
+		comms    []*comm
+		hooked   bool   // a communicator of some cycle got a hook
+		unhooked int    // communicators of cycles after the first that got none
+		firstNo  string // the first of them
 	)
 	for {
 		var (
@@ -138,6 +141,16 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 			return nil, err
 		}
 		cycles++
+		for _, c := range comms {
+			switch {
+			case c.hook != 0:
+				hooked = true
+			case cycles > 1:
+				if unhooked++; firstNo == "" {
+					firstNo = fmt.Sprintf("cycle %d, device %d communicator %d", cycles, c.Device, c.index)
+				}
+			}
+		}
 		elapsed += e
 		for d, v := range n {
 			emitted[d] += v
@@ -148,8 +161,11 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 		time.Sleep(cfg.Gap)
 	}
 	s := &Summary{Config: cfg, PluginVersion: p.Version, Log: TakeLog(), Emit: elapsed, Total: time.Since(start), Cycles: cycles}
-	for _, c := range comms {
-		s.HookActive = s.HookActive || c.hook != 0
+	s.HookActive = hooked
+	if hooked && unhooked > 0 {
+		// A soak's later communicators the plugin no longer profiles: a
+		// job that makes communicators over and over would lose them.
+		s.Problems = append(s.Problems, fmt.Sprintf("%d communicators of the cycles got no hook from getDeviceHook (the first: %s), where earlier ones did: see the plugin's log", unhooked, firstNo))
 	}
 	for d := range cfg.Devices {
 		s.Emitted += emitted[d]

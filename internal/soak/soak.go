@@ -42,28 +42,29 @@ func Slope(t, v []float64) (float64, error) {
 
 // Rule is what flat means for one metric after warm-up (the first half of
 // the samples): the least-squares slope over the second half at most
-// MaxSlope per hour (+Inf: not bounded) and, with HighWater, no value in
-// the second half above the first half's highest. A count that comes and
-// goes with the work (threads, open files, goroutines) is judged by its
-// high-water mark: sampled at random moments of the cycles, its slope over
-// minutes is noise, but a leak of one a cycle soon exceeds the warm-up's
-// highest.
+// MaxSlope per hour (+Inf: not bounded) and, with Floor, the lowest value
+// of the last quarter not above the lowest of the third. A count that comes
+// and goes with the work (threads, open files, goroutines: the harness
+// makes a thread per channel each cycle) is judged by its floor, its value
+// at rest between cycles: a transient seen by one sample leaves it alone, a
+// leak raises it. Its slope over minutes of samples taken at random moments
+// of the cycles is noise.
 type Rule struct {
-	Metric    string
-	Unit      string
-	MaxSlope  float64 // per hour, in Unit
-	HighWater bool
+	Metric   string
+	Unit     string
+	MaxSlope float64 // per hour, in Unit
+	Floor    bool
 }
 
 // Rules are the bounds scripts/soak.sh is judged by: RSS grows less than
-// 1 MiB per hour after warm-up; threads, open files, goroutines and device
-// memory never exceed what the warm-up reached.
+// 1 MiB per hour after warm-up; the floors of threads, open files,
+// goroutines and device memory do not rise after warm-up.
 var Rules = []Rule{
 	{Metric: "rss_kib", Unit: "KiB", MaxSlope: 1024},
-	{Metric: "threads", MaxSlope: math.Inf(1), HighWater: true},
-	{Metric: "fds", MaxSlope: math.Inf(1), HighWater: true},
-	{Metric: "goroutines", MaxSlope: math.Inf(1), HighWater: true},
-	{Metric: "gpu_mib", Unit: "MiB", MaxSlope: math.Inf(1), HighWater: true},
+	{Metric: "threads", MaxSlope: math.Inf(1), Floor: true},
+	{Metric: "fds", MaxSlope: math.Inf(1), Floor: true},
+	{Metric: "goroutines", MaxSlope: math.Inf(1), Floor: true},
+	{Metric: "gpu_mib", Unit: "MiB", MaxSlope: math.Inf(1), Floor: true},
 }
 
 // Series is one metric of one process over time.
@@ -152,28 +153,29 @@ type Result struct {
 	First, Last, Max    float64
 	SlopeAll            float64 // per hour, every sample
 	SlopeLate           float64 // per hour, the second half (after warm-up)
-	WarmMax, LateMax    float64 // the highest value of each half
+	FloorQ3, FloorQ4    float64 // the lowest value of the third and the last quarter
 	Rule                Rule
 	Pass                bool
 	Why                 string // why it failed; "" when it passed
 }
 
-// Judge judges one series against rule. It needs 4 samples at least: two
-// for each half.
+// Judge judges one series against rule. It needs 8 samples at least: two
+// for each quarter.
 func Judge(s *Series, rule Rule) (Result, error) {
 	r := Result{Group: s.Group, Metric: s.Metric, Unit: rule.Unit, N: len(s.V), Rule: rule}
-	if len(s.V) < 4 || len(s.T) != len(s.V) {
-		return r, fmt.Errorf("%s %s: %d samples, 4 needed: %w", s.Group, s.Metric, len(s.V), ErrTooFewSamples)
+	if len(s.V) < 8 || len(s.T) != len(s.V) {
+		return r, fmt.Errorf("%s %s: %d samples, 8 needed: %w", s.Group, s.Metric, len(s.V), ErrTooFewSamples)
 	}
 	r.First, r.Last = s.V[0], s.V[len(s.V)-1]
-	r.Max, r.WarmMax, r.LateMax = math.Inf(-1), math.Inf(-1), math.Inf(-1)
-	half := len(s.V) / 2
+	r.Max, r.FloorQ3, r.FloorQ4 = math.Inf(-1), math.Inf(1), math.Inf(1)
+	half, q4 := len(s.V)/2, len(s.V)*3/4
 	for i, v := range s.V {
 		r.Max = max(r.Max, v)
-		if i < half {
-			r.WarmMax = max(r.WarmMax, v)
-		} else {
-			r.LateMax = max(r.LateMax, v)
+		switch {
+		case i >= q4:
+			r.FloorQ4 = min(r.FloorQ4, v)
+		case i >= half:
+			r.FloorQ3 = min(r.FloorQ3, v)
 		}
 	}
 	all, err := Slope(s.T, s.V)
@@ -189,8 +191,8 @@ func Judge(s *Series, rule Rule) (Result, error) {
 	if r.SlopeLate > rule.MaxSlope {
 		why = append(why, fmt.Sprintf("grows %.4g %s/h after warm-up (bound %g)", r.SlopeLate, rule.Unit, rule.MaxSlope))
 	}
-	if rule.HighWater && r.LateMax > r.WarmMax {
-		why = append(why, fmt.Sprintf("reached %g after warm-up, above the warm-up's %g", r.LateMax, r.WarmMax))
+	if rule.Floor && r.FloorQ4 > r.FloorQ3 {
+		why = append(why, fmt.Sprintf("its floor rose from %g (third quarter) to %g (last quarter)", r.FloorQ3, r.FloorQ4))
 	}
 	r.Why = strings.Join(why, "; ")
 	r.Pass = r.Why == ""
