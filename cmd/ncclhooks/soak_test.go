@@ -67,7 +67,7 @@ func TestSoakScriptShort(t *testing.T) {
 	cmd := exec.Command("bash", "scripts/soak.sh", "12s", out)
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "CLI="+cliPath, "PLUGIN="+plugin, "EXAMPLES=examples/all-events.yaml", "INTERVAL=1",
-		"PROM_PORT="+strconv.Itoa(port), "VERDICT_FLAGS=--rss-slope 1e12 --floor=false", "NCCL_HOOKS_CACHE_DIR="+t.TempDir())
+		"PROM_PORT="+strconv.Itoa(port), "VERDICT_FLAGS=--rss-slope 1e12 --level=false", "NCCL_HOOKS_CACHE_DIR="+t.TempDir())
 	log, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("soak.sh 12s: %v:\n%s", err, log)

@@ -19,7 +19,7 @@ func runSoakVerdict(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("soak-verdict", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rssSlope := fs.Float64("rss-slope", 1024, "RSS growth allowed after warm-up, KiB per hour")
-	floor := fs.Bool("floor", true, "fail a count (threads, open files, goroutines, device memory) whose floor rises after warm-up (the last quarter's lowest above the third quarter's)")
+	level := fs.Bool("level", true, "fail a count (threads, open files, goroutines, device memory) whose level rises after warm-up (the last quarter's 10th percentile above the third quarter's)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: ncclhooks soak-verdict SAMPLES.tsv [flags]")
 		fs.PrintDefaults()
@@ -46,7 +46,7 @@ func runSoakVerdict(args []string, stdout, stderr io.Writer) int {
 		if rules[i].Metric == "rss_kib" {
 			rules[i].MaxSlope = *rssSlope
 		}
-		rules[i].Floor = rules[i].Floor && *floor
+		rules[i].Level = rules[i].Level && *level
 	}
 	results, err := soak.JudgeAll(series, rules)
 	if err != nil {
@@ -65,7 +65,7 @@ func runSoakVerdict(args []string, stdout, stderr io.Writer) int {
 		if !r.Pass {
 			res, pass = "FAIL", false
 		}
-		bound := "floor"
+		bound := "level"
 		if !math.IsInf(r.Rule.MaxSlope, 1) {
 			bound = fmt.Sprintf("%g %s/h", r.Rule.MaxSlope, r.Unit)
 		}
@@ -81,6 +81,6 @@ func runSoakVerdict(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "verdict: FAIL")
 		return exitVerdict
 	}
-	fmt.Fprintln(stdout, "verdict: PASS (after warm-up, the first half: RSS slope within its bound; the floors of threads, open files, goroutines and device memory not rising)")
+	fmt.Fprintln(stdout, "verdict: PASS (after warm-up, the first half: RSS slope within its bound; the levels (10th percentiles) of threads, open files, goroutines and device memory not rising)")
 	return exitOK
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -42,29 +43,31 @@ func Slope(t, v []float64) (float64, error) {
 
 // Rule is what flat means for one metric after warm-up (the first half of
 // the samples): the least-squares slope over the second half at most
-// MaxSlope per hour (+Inf: not bounded) and, with Floor, the lowest value
-// of the last quarter not above the lowest of the third. A count that comes
-// and goes with the work (threads, open files, goroutines: the harness
-// makes a thread per channel each cycle) is judged by its floor, its value
-// at rest between cycles: a transient seen by one sample leaves it alone, a
-// leak raises it. Its slope over minutes of samples taken at random moments
-// of the cycles is noise.
+// MaxSlope per hour (+Inf: not bounded) and, with Level, the level of the
+// last quarter not above the level of the third, a level being the 10th
+// percentile: the value at rest. A count that comes and goes with the work
+// (threads, open files, goroutines: the harness makes a thread per channel
+// each cycle, the plugin a goroutine for a while at each dump) is judged by
+// its level: a sample's transient, up or down, or a count alternating
+// between two values in changing proportions leaves it alone, a leak
+// raises it. Its slope over minutes of samples taken at random moments of
+// the cycles is noise.
 type Rule struct {
 	Metric   string
 	Unit     string
 	MaxSlope float64 // per hour, in Unit
-	Floor    bool
+	Level    bool
 }
 
 // Rules are the bounds scripts/soak.sh is judged by: RSS grows less than
-// 1 MiB per hour after warm-up; the floors of threads, open files,
+// 1 MiB per hour after warm-up; the levels of threads, open files,
 // goroutines and device memory do not rise after warm-up.
 var Rules = []Rule{
 	{Metric: "rss_kib", Unit: "KiB", MaxSlope: 1024},
-	{Metric: "threads", MaxSlope: math.Inf(1), Floor: true},
-	{Metric: "fds", MaxSlope: math.Inf(1), Floor: true},
-	{Metric: "goroutines", MaxSlope: math.Inf(1), Floor: true},
-	{Metric: "gpu_mib", Unit: "MiB", MaxSlope: math.Inf(1), Floor: true},
+	{Metric: "threads", MaxSlope: math.Inf(1), Level: true},
+	{Metric: "fds", MaxSlope: math.Inf(1), Level: true},
+	{Metric: "goroutines", MaxSlope: math.Inf(1), Level: true},
+	{Metric: "gpu_mib", Unit: "MiB", MaxSlope: math.Inf(1), Level: true},
 }
 
 // Series is one metric of one process over time.
@@ -153,7 +156,7 @@ type Result struct {
 	First, Last, Max    float64
 	SlopeAll            float64 // per hour, every sample
 	SlopeLate           float64 // per hour, the second half (after warm-up)
-	FloorQ3, FloorQ4    float64 // the lowest value of the third and the last quarter
+	LevelQ3, LevelQ4    float64 // the 10th percentile of the third and of the last quarter
 	Rule                Rule
 	Pass                bool
 	Why                 string // why it failed; "" when it passed
@@ -167,17 +170,9 @@ func Judge(s *Series, rule Rule) (Result, error) {
 		return r, fmt.Errorf("%s %s: %d samples, 8 needed: %w", s.Group, s.Metric, len(s.V), ErrTooFewSamples)
 	}
 	r.First, r.Last = s.V[0], s.V[len(s.V)-1]
-	r.Max, r.FloorQ3, r.FloorQ4 = math.Inf(-1), math.Inf(1), math.Inf(1)
+	r.Max = slices.Max(s.V)
 	half, q4 := len(s.V)/2, len(s.V)*3/4
-	for i, v := range s.V {
-		r.Max = max(r.Max, v)
-		switch {
-		case i >= q4:
-			r.FloorQ4 = min(r.FloorQ4, v)
-		case i >= half:
-			r.FloorQ3 = min(r.FloorQ3, v)
-		}
-	}
+	r.LevelQ3, r.LevelQ4 = level(s.V[half:q4]), level(s.V[q4:])
 	all, err := Slope(s.T, s.V)
 	if err != nil {
 		return r, fmt.Errorf("%s %s: %w", s.Group, s.Metric, err)
@@ -191,12 +186,19 @@ func Judge(s *Series, rule Rule) (Result, error) {
 	if r.SlopeLate > rule.MaxSlope {
 		why = append(why, fmt.Sprintf("grows %.4g %s/h after warm-up (bound %g)", r.SlopeLate, rule.Unit, rule.MaxSlope))
 	}
-	if rule.Floor && r.FloorQ4 > r.FloorQ3 {
-		why = append(why, fmt.Sprintf("its floor rose from %g (third quarter) to %g (last quarter)", r.FloorQ3, r.FloorQ4))
+	if rule.Level && r.LevelQ4 > r.LevelQ3 {
+		why = append(why, fmt.Sprintf("its level (10th percentile) rose from %g (third quarter) to %g (last quarter)", r.LevelQ3, r.LevelQ4))
 	}
 	r.Why = strings.Join(why, "; ")
 	r.Pass = r.Why == ""
 	return r, nil
+}
+
+// level is the 10th percentile of v (nearest rank).
+func level(v []float64) float64 {
+	w := slices.Clone(v)
+	slices.Sort(w)
+	return w[int(math.Ceil(0.1*float64(len(w))))-1]
 }
 
 // JudgeAll judges every series whose metric has a rule (the others are
