@@ -23,6 +23,7 @@ usage:
   ncclhooks funcs [OUTPUT]             NCCL's function names by id (OUTPUT's header, else the harness's table)
   ncclhooks bench [flags]              GPU hook cost against the nop hook (needs a GPU)
   ncclhooks reload PID [PROFILE]       live reload: write PROFILE over the profile a job watches (NCCL_HOOKS_RELOAD)
+  ncclhooks soak-verdict SAMPLES       flat or not: slopes of a soak's samples (scripts/soak.sh), PASS or FAIL
   ncclhooks help [COMMAND]             this text, or a command's flags
 
 options, before or after the command:
@@ -47,16 +48,17 @@ func main() {
 
 func commands() map[string]func([]string, io.Writer, io.Writer) int {
 	return map[string]func([]string, io.Writer, io.Writer) int{
-		"validate": runValidate,
-		"gen":      runGen,
-		"run":      runRun,
-		"check":    runCheck,
-		"report":   runReport,
-		"diff":     runDiff,
-		"trace":    runTrace,
-		"funcs":    runFuncs,
-		"bench":    runBench,
-		"reload":   runReload,
+		"validate":     runValidate,
+		"gen":          runGen,
+		"run":          runRun,
+		"check":        runCheck,
+		"report":       runReport,
+		"diff":         runDiff,
+		"trace":        runTrace,
+		"funcs":        runFuncs,
+		"bench":        runBench,
+		"reload":       runReload,
+		"soak-verdict": runSoakVerdict,
 	}
 }
 

@@ -185,6 +185,8 @@ func runFlagSet(stderr io.Writer, cfg *harness.Config, rf *runFlags) *flag.FlagS
 	fs.IntVar(&cfg.Ranks, "ranks", 0, "cpu: run a job of this many processes (one device each unless --devices), each a rank of the same communicators, every work item a collective between them; with --rank, play one process of such a job alone")
 	fs.IntVar(&cfg.Rank, "rank", 0, "with --ranks: this process's rank (its devices are ranks rank*devices, ...)")
 	fs.BoolVar(&rf.noVerify, "no-verify", false, "skip the per-event log and record-by-record check (faster, for rates)")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "soak: repeat the run's cycle (init every communicator, emit, finalize) in this one process until this much time has passed (10m), then check every dump of the output; needs --no-verify")
+	fs.DurationVar(&cfg.Gap, "gap", 0, "soak: pause between two cycles of --duration, while the plugin dumps idle (200ms)")
 	fs.StringVar(&cfg.EventsDir, "events-out", "", "write the events the harness emitted into this directory (events-dev<d>-comm<k>.bin, what check --events reads)")
 	fs.Var(&rf.reloadTo, "reload-to", "live reload mid-run: once every channel is half done (gpu: between replays), write this profile over the one the plugin watches and wait for its verdict; repeat for several reloads in turn")
 	fs.DurationVar(&rf.reloadEvery, "reload-interval", 250*time.Millisecond, "with --reload-to: how often the plugin looks at its profile (NCCL_HOOKS_RELOAD)")
@@ -234,8 +236,12 @@ func chooseBackend(cfg *harness.Config, backend string, devicesSet bool, stderr 
 // for; it returns 0 when they agree exactly.
 func printRunSummary(stdout io.Writer, s *harness.Summary, prof *config.Profile, p *harness.Plugin, cfg harness.Config) int {
 	fmt.Fprintf(stdout, "\nncclhooks run: profile %q on the %s backend, plugin %s (ncclProfiler_v%d)\n", prof.Name, cfg.Backend, p.Path, p.Version)
-	fmt.Fprintf(stdout, "%d devices x %d communicators x %d channels x %d items: %d events in %v (%.2f M events/s)\n\n",
-		cfg.Devices, cfg.CommsPerDevice, cfg.Channels, cfg.Items*max(cfg.Replays, 1), s.Emitted, s.Emit.Round(1e3), s.EventsPerSec()/1e6)
+	cycles := ""
+	if s.Cycles > 1 {
+		cycles = fmt.Sprintf(", %d cycles in %v", s.Cycles, s.Total.Round(time.Millisecond))
+	}
+	fmt.Fprintf(stdout, "%d devices x %d communicators x %d channels x %d items%s: %d events in %v (%.2f M events/s)\n\n",
+		cfg.Devices, cfg.CommsPerDevice, cfg.Channels, cfg.Items*max(cfg.Replays, 1), cycles, s.Emitted, s.Emit.Round(1e3), s.EventsPerSec()/1e6)
 	if !s.HookActive {
 		fmt.Fprintln(stdout, "the plugin returned no hook: it is inactive (see its log above)")
 		return 1

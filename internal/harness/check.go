@@ -170,6 +170,8 @@ func (s *Summary) checkEpoch(prof *config.Profile, out *output, logs map[int][]E
 			if st.Pending != 0 {
 				r.Problems = append(r.Problems, fmt.Sprintf("%d positions still pending after finalize", st.Pending))
 			}
+			r.Dumps = len(out.dumps[statKey{h.Name, d}])
+			r.Problems = checkDumps(out.dumps[statKey{h.Name, d}], false, r.Problems)
 			recs := out.records[statKey{h.Name, d}]
 			r.Lines = out.lines[statKey{h.Name, d}]
 			switch {
@@ -266,6 +268,8 @@ func aggOnlyRow(h *config.Hook, d int, emitted uint64, out *output, matches map[
 		return r
 	}
 	r.Matched, r.Records, r.Dropped, r.Lines = st.Matched, st.Records, st.Dropped, out.lines[k]
+	r.Dumps = len(out.dumps[k])
+	r.Problems = checkDumps(out.dumps[k], true, r.Problems)
 	r.Stages = fmt.Sprintf("full %d, overwritten %d, torn %d, ring %d", st.DroppedBufferFull, st.DroppedOverwritten, st.DroppedTorn, st.DroppedRingFull)
 	if r.Records != 0 || r.Dropped != 0 || r.Lines != 0 || st.Pending != 0 {
 		r.Problems = append(r.Problems, fmt.Sprintf("records %d, dropped %d, pending %d, %d record lines from a hook that only aggregates", r.Records, r.Dropped, st.Pending, r.Lines))

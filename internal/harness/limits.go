@@ -54,6 +54,15 @@ func (c Config) Validate() error {
 	if c.Slowdown != 0 && !(c.Slowdown >= 1 && c.Slowdown <= 100) {
 		errs = append(errs, fmt.Errorf("slowdown %g: allowed 1 to 100 (1.05: each work item 5%% slower)", c.Slowdown))
 	}
+	if c.Duration < 0 {
+		errs = append(errs, fmt.Errorf("duration %v: allowed 0 (one cycle) or more", c.Duration))
+	}
+	if c.Gap < 0 || (c.Gap > 0 && c.Duration == 0) {
+		errs = append(errs, fmt.Errorf("gap %v: a pause between the cycles of a soak: give a duration too", c.Gap))
+	}
+	if c.Duration > 0 && c.Verify {
+		errs = append(errs, fmt.Errorf("duration %v needs the event log off (no-verify): a soak's log would grow with it, and its cycles repeat work counters", c.Duration))
+	}
 	if c.EventRate < 0 || (c.EventRate > 0 && c.Backend != "gpu") {
 		errs = append(errs, fmt.Errorf("event-rate %g: a positive rate in events per second paces the gpu backend's kernels; 0: unpaced", c.EventRate))
 	}

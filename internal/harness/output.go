@@ -32,6 +32,7 @@ type output struct {
 	drained []string
 	aggs    map[aggKey]map[rowKey]*aggRow // final snapshots
 	final   map[statKey]schema.DumpStats
+	dumps   map[statKey][]schema.DumpStats           // every dump_stats line, in file order
 	lines   map[statKey]uint64                       // record lines
 	records map[statKey][]map[string]json.RawMessage // the record lines, when kept
 	comms   []schema.Comm
@@ -62,7 +63,7 @@ func readOutput(file string, keepRecords bool) (*output, error) {
 }
 
 func newOutput(epoch int, p *schema.Profile) *output {
-	return &output{epoch: epoch, profile: p, final: map[statKey]schema.DumpStats{}, lines: map[statKey]uint64{}, records: map[statKey][]map[string]json.RawMessage{},
+	return &output{epoch: epoch, profile: p, final: map[statKey]schema.DumpStats{}, dumps: map[statKey][]schema.DumpStats{}, lines: map[statKey]uint64{}, records: map[statKey][]map[string]json.RawMessage{},
 		aggs: map[aggKey]map[rowKey]*aggRow{}, refused: map[string]string{}}
 }
 
@@ -141,6 +142,7 @@ func readEpochs(file string, keepRecords bool) ([]*output, error) {
 			if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
 				return nil, fmt.Errorf("%s:%d: %v", file, line, err)
 			}
+			out.dumps[k] = append(out.dumps[k], st)
 			if st.Final {
 				out.final[k] = st // the last final dump wins (several init/finalize cycles)
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -22,6 +23,10 @@ type PairCheck struct {
 	Paired   int // of them, with exactly one START and one STOP
 	Funcs    map[string]int
 	Problems []string
+	// Skipped says why the work items could not be told apart and so were
+	// not checked: more communicators on the device than the hook's comm
+	// field holds (a u8 comm of a soak's thousands). "": checked.
+	Skipped string
 }
 
 // checkPairs checks, for every hook that records comm, channelId,
@@ -39,8 +44,12 @@ func checkPairs(prof *config.Profile, out *output) []PairCheck {
 	var res []PairCheck
 	for _, h := range prof.EnabledHooks() {
 		names := map[string]string{}
+		var commType config.Type
 		for _, f := range h.Fields {
 			names[f.Source] = f.Name
+			if f.Source == "comm" {
+				commType = f.Type
+			}
 		}
 		if names["comm"] == "" || names["channelId"] == "" || names["workCounter"] == "" || names["phase"] == "" {
 			continue
@@ -54,6 +63,11 @@ func checkPairs(prof *config.Profile, out *output) []PairCheck {
 		sort.Ints(devs)
 		for _, d := range devs {
 			pc := PairCheck{Hook: h.Name, Device: d, Funcs: map[string]int{}}
+			if n, room := commsOn(out, d), commRoom(commType); n > room {
+				pc.Skipped = fmt.Sprintf("its comm field (%s) holds %d values, the device had %d communicators: their work items cannot be told apart", commType, room, n)
+				res = append(res, pc)
+				continue
+			}
 			counts := map[item][2]int{}
 			bad := 0
 			for _, rec := range out.records[statKey{h.Name, d}] {
@@ -105,6 +119,31 @@ func checkPairs(prof *config.Profile, out *output) []PairCheck {
 	return res
 }
 
+// commsOn is how many communicators device d had: its comm lines' highest
+// index, plus one.
+func commsOn(out *output, d int) int {
+	n := 0
+	for _, c := range out.comms {
+		if c.Device == d {
+			n = max(n, c.Comm+1)
+		}
+	}
+	return n
+}
+
+// commRoom is how many comm indices a field of type t stores apart (a
+// stored index is truncated to t); the zero type is the catalogue's u32.
+func commRoom(t config.Type) int {
+	bits := 8 * t.Bytes()
+	if t.IsSigned() {
+		bits--
+	}
+	if t == "" || bits >= 31 {
+		return math.MaxInt32
+	}
+	return 1 << bits
+}
+
 // OutputFiles lists the plugin's JSON lines files in dir, one per process.
 func OutputFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
@@ -126,6 +165,10 @@ func OutputFiles(dir string) ([]string, error) {
 // PrintPairs writes one line per pair check and its problems.
 func (s *Summary) PrintPairs(w io.Writer) {
 	for _, p := range s.Pairs {
+		if p.Skipped != "" {
+			fmt.Fprintf(w, "pairs %s device %d: not checked: %s\n", p.Hook, p.Device, p.Skipped)
+			continue
+		}
 		var fns []string
 		for fn, n := range p.Funcs {
 			fns = append(fns, fmt.Sprintf("%s x%d", fn, n))

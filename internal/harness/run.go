@@ -56,6 +56,17 @@ type Config struct {
 	// the one Run is given: each epoch of the output is checked against the
 	// one of its hash (none: its accounting alone).
 	Epochs []*config.Profile
+	// Duration makes the run a soak: cycle after cycle (init every
+	// communicator, emit, finalize, as a job that makes and destroys its
+	// communicators does) in this one process, with the plugin loaded
+	// throughout, until Duration has passed; the check then covers every
+	// cycle's dumps. Needs Verify off (the event log would grow with the
+	// run, and work counters repeat from one cycle to the next). 0: one
+	// cycle.
+	Duration time.Duration
+	// Gap is the pause between two cycles of a soak: the plugin, with no
+	// communicator, goes on dumping (idle), as between a job's phases.
+	Gap time.Duration
 }
 
 // Defaults fills zero fields; Validate refuses what is out of range.
@@ -122,6 +133,76 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 		defer bar.close()
 	}
 	start := time.Now()
+	var (
+		logs     map[int][]Event // per device, of the last cycle (one without Duration)
+		emitted  = map[int]uint64{}
+		elapsed  time.Duration
+		cycles   int
+		comms    []*comm
+		hooked   bool   // a communicator of some cycle got a hook
+		unhooked int    // communicators of cycles after the first that got none
+		firstNo  string // the first of them
+	)
+	for {
+		var (
+			n   map[int]uint64
+			e   time.Duration
+			err error
+		)
+		comms, logs, n, e, err = cycle(p, prof, cfg, bar)
+		if err != nil {
+			if cycles > 0 {
+				return nil, fmt.Errorf("harness: cycle %d: %w", cycles+1, err)
+			}
+			return nil, err
+		}
+		cycles++
+		for _, c := range comms {
+			switch {
+			case c.hook != 0:
+				hooked = true
+			case cycles > 1:
+				if unhooked++; firstNo == "" {
+					firstNo = fmt.Sprintf("cycle %d, device %d communicator %d", cycles, c.Device, c.index)
+				}
+			}
+		}
+		elapsed += e
+		for d, v := range n {
+			emitted[d] += v
+		}
+		if cfg.Duration <= 0 || time.Since(start)+cfg.Gap >= cfg.Duration {
+			break
+		}
+		time.Sleep(cfg.Gap)
+	}
+	s := &Summary{Config: cfg, PluginVersion: p.Version, Log: TakeLog(), Emit: elapsed, Total: time.Since(start), Cycles: cycles}
+	s.HookActive = hooked
+	if hooked && unhooked > 0 {
+		// A soak's later communicators the plugin no longer profiles: a
+		// job that makes communicators over and over would lose them.
+		s.Problems = append(s.Problems, fmt.Sprintf("%d communicators of the cycles got no hook from getDeviceHook (the first: %s), where earlier ones did: see the plugin's log", unhooked, firstNo))
+	}
+	for d := range cfg.Devices {
+		s.Emitted += emitted[d]
+	}
+	if cfg.Verify && cfg.EventsDir != "" {
+		if err := WriteEventLogs(cfg.EventsDir, logs); err != nil {
+			return s, err
+		}
+	}
+	s.checkContexts(comms)
+	if err := s.check(prof, logs, emitted); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// cycle is one cycle of a run, as NCCL plays it: init every communicator
+// (and getDeviceHook), emit, finalize every communicator. It returns the
+// communicators with what getDeviceHook gave them, the event logs (with
+// Verify) and the events emitted, by device.
+func cycle(p *Plugin, prof *config.Profile, cfg Config, bar *barrier) ([]*comm, map[int][]Event, map[int]uint64, time.Duration, error) {
 	var comms []*comm
 	for d := 0; d < cfg.Devices; d++ {
 		for k := 0; k < cfg.CommsPerDevice; k++ {
@@ -137,7 +218,7 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 			// device, on the same thread (the plugin pairs them by thread).
 			c, hook, ctx, err := p.InitWithHook(h.Sum64(), name, d, 1, nranks, rank)
 			if err != nil {
-				return nil, err
+				return nil, nil, nil, 0, err
 			}
 			comms = append(comms, &comm{Comm: c, index: k, rank: rank, nranks: nranks, id: h.Sum64(), hook: hook, ctx: ctx})
 		}
@@ -163,25 +244,9 @@ func Run(p *Plugin, prof *config.Profile, cfg Config) (*Summary, error) {
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, 0, err
 	}
-	s := &Summary{Config: cfg, PluginVersion: p.Version, Log: TakeLog(), Emit: elapsed, Total: time.Since(start)}
-	for _, c := range comms {
-		s.HookActive = s.HookActive || c.hook != 0
-	}
-	for d := range cfg.Devices {
-		s.Emitted += emitted[d]
-	}
-	if cfg.Verify && cfg.EventsDir != "" {
-		if err := WriteEventLogs(cfg.EventsDir, logs); err != nil {
-			return s, err
-		}
-	}
-	s.checkContexts(comms)
-	if err := s.check(prof, logs, emitted); err != nil {
-		return s, err
-	}
-	return s, nil
+	return comms, logs, emitted, elapsed, nil
 }
 
 // counterStride keeps the communicators' (channel, workCounter) pairs apart,

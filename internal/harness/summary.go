@@ -17,6 +17,7 @@ type Summary struct {
 	HookActive    bool
 	Emitted       uint64
 	Emit, Total   time.Duration
+	Cycles        int // init/emit/finalize cycles in this process (Config.Duration)
 	OutputFile    string
 	Rows          []Row
 	Aggs          []AggCheck
@@ -42,6 +43,7 @@ type Row struct {
 	Stages   string // drops by stage
 	Lines    uint64 // record lines in the output
 	Checked  uint64 // record lines whose fields were compared with the event log
+	Dumps    int    // dump_stats lines, each checked (checkDumps)
 	Problems []string
 }
 
@@ -102,6 +104,13 @@ func (s *Summary) Print(w io.Writer) {
 			r.Records, r.Dropped, r.Stages, r.Lines, r.Checked, res)
 	}
 	tw.Flush()
+	dumps := 0
+	for _, r := range s.Rows {
+		dumps += r.Dumps
+	}
+	if dumps > 0 {
+		fmt.Fprintf(w, "dump_stats lines checked: %d (at every dump: records + dropped + pending = matched, drops by stage add up, totals never decrease)\n", dumps)
+	}
 	for _, r := range s.Rows {
 		for _, p := range r.Problems {
 			fmt.Fprintf(w, "MISMATCH %s (epoch %d) device %d: %s\n", r.Hook, r.Epoch, r.Device, p)

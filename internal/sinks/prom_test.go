@@ -77,7 +77,8 @@ func lint(t *testing.T, data []byte) {
 	for _, p := range problems {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
-	// The reserved suffixes appear only on histogram samples.
+	// The reserved suffixes appear only on histogram samples (and _sum,
+	// _count on the Go collector's summaries).
 	mfs := parseProm(t, data)
 	for _, line := range strings.Split(string(data), "\n") {
 		if line == "" || line[0] == '#' {
@@ -86,7 +87,7 @@ func lint(t *testing.T, data []byte) {
 		name := line[:strings.IndexAny(line, "{ ")]
 		for _, suf := range []string{"_bucket", "_sum", "_count"} {
 			if base, ok := strings.CutSuffix(name, suf); ok {
-				if mf := mfs[base]; mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM {
+				if mf := mfs[base]; mf == nil || mf.GetType() != dto.MetricType_HISTOGRAM && (suf == "_bucket" || mf.GetType() != dto.MetricType_SUMMARY) {
 					t.Errorf("%s: %s outside a histogram", name, suf)
 				}
 			}
@@ -379,6 +380,10 @@ func TestPromHTTPEndpoint(t *testing.T) {
 	rec := parseProm(t, data)["ncclhooks_records_total"]
 	if rec == nil || len(rec.Metric) != 2 {
 		t.Fatalf("/metrics: want both devices' records_total:\n%s", data)
+	}
+	// The plugin's Go runtime, for a soak's goroutine count.
+	if g := parseProm(t, data)["go_goroutines"]; g == nil || len(g.Metric) != 1 || g.Metric[0].GetGauge().GetValue() < 1 {
+		t.Errorf("/metrics: want go_goroutines from the Go collector:\n%s", data)
 	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -44,7 +45,10 @@ func (p *Prom) Serve(a string) error {
 		return fmt.Errorf("prometheus /metrics endpoint: %w (choose another port)", err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(promCollector{p: p, device: -1})
+	// The plugin's Go runtime (go_goroutines, go_memstats_*): the only Go
+	// runtime of a job's process, so these describe the plugin alone.
+	// Not in the textfiles, which node_exporter merges across processes.
+	reg.MustRegister(promCollector{p: p, device: -1}, collectors.NewGoCollector())
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	p.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
