@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ncclhooks/ncclhooks/internal/sinks/otlptest"
@@ -205,32 +204,12 @@ func checkExactWithProm(t *testing.T, r *driverRun, out, prom string) {
 // that the outputs did not settle; the JSON lines and the textfiles are
 // exact.
 func TestOTLPHungReceiverDoesNotHoldFinalize(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	hang, err := otlptest.Hang()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c) // read by nobody, answered never
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	ep := "http://" + ln.Addr().String() + "/v1/metrics"
+	defer hang.Close()
+	ep := hang.Endpoint
 	dir := t.TempDir()
 	out, prom := filepath.Join(dir, "out"), filepath.Join(dir, "prom")
 	// One dump only, the final one: the export that hangs is the final
@@ -256,10 +235,7 @@ func TestOTLPHungReceiverDoesNotHoldFinalize(t *testing.T) {
 	if len(r.warns) != 1 || !strings.Contains(r.warns[0], "OTLP export to "+ep+" disabled") || !strings.Contains(r.warns[0], "no answer within 1s") {
 		t.Errorf("want one WARN that the final export had no answer within 1 s, got %q", r.warns)
 	}
-	mu.Lock()
-	n := len(conns)
-	mu.Unlock()
-	if n == 0 {
+	if hang.Connections() == 0 {
 		t.Error("the export never connected")
 	}
 	checkExactWithProm(t, r, out, prom)

@@ -276,42 +276,14 @@ func TestOTLPFailureDisablesOnlyTheExport(t *testing.T) {
 	}
 }
 
-// hangingServer accepts connections and reads them, never answering.
+// hangingServer is an otlptest.Hanging, closed at the test's end.
 func hangingServer(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	h, err := otlptest.Hang()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			go func() {
-				buf := make([]byte, 4096)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String() + "/v1/metrics"
+	t.Cleanup(h.Close)
+	return h.Endpoint
 }
 
 // A partial success is one WARN with the receiver's count and message; the

@@ -416,3 +416,51 @@ func PromSeries(text []byte) (map[string]float64, error) {
 	}
 	return out, nil
 }
+
+// Hanging is a server that accepts connections and reads them, never
+// answering: an export to it waits for its timeout.
+type Hanging struct {
+	Endpoint string // http://ADDR/v1/metrics
+	ln       net.Listener
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+// Hang starts a Hanging server on 127.0.0.1.
+func Hang() (*Hanging, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	h := &Hanging{Endpoint: "http://" + ln.Addr().String() + "/v1/metrics", ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h.mu.Lock()
+			h.conns = append(h.conns, c)
+			h.mu.Unlock()
+			go io.Copy(io.Discard, c) // read, never answered
+		}
+	}()
+	return h, nil
+}
+
+// Connections counts the connections accepted so far.
+func (h *Hanging) Connections() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}
+
+// Close closes the listener and every connection.
+func (h *Hanging) Close() {
+	h.ln.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.conns {
+		c.Close()
+	}
+}
