@@ -33,11 +33,11 @@ func TestDiffCommandExitCodes(t *testing.T) {
 		t.Errorf("0.5%% slower: exit %d\n%s%s", code, out, stderr)
 	}
 	if code, out, stderr := outputsCmd(runDiff, base, jitter, "--max-regress", "5%"); code != diffPass ||
-		!strings.HasPrefix(out, "PASS: no row slower by more than 5% with 95% confidence in 3 compared row(s) (auto)") {
+		!strings.HasPrefix(out, "PASS: no row slower by more than 5% with 95% confidence over all 3 changes together in 3 compared row(s) (auto)") {
 		t.Errorf("0.5%% slower at 5%%: exit %d\n%s%s", code, out, stderr)
 	}
 	code, out, stderr = outputsCmd(runDiff, base, slower, "--markdown")
-	if code != diffRegression || !strings.HasPrefix(out, "### ❌ ncclhooks diff: FAIL: 1 of 3 compared row(s) slower by more than 2% with 95% confidence (auto)") ||
+	if code != diffRegression || !strings.HasPrefix(out, "### ❌ ncclhooks diff: FAIL: 1 of 3 compared row(s) slower by more than 2% with 95% confidence over all 3 changes together (auto)") ||
 		!strings.Contains(out, "| all | - | "+slow+" | all | p50 | 6/6 |") {
 		t.Errorf("10%% slowdown: exit %d\n%s%s", code, out, stderr)
 	}
@@ -89,8 +89,9 @@ func TestDiffCommandExitCodes(t *testing.T) {
 func TestDiffCommandUsageAndInputErrors(t *testing.T) {
 	base := runsDir(t, 4, reporttest.Options{})
 	other := runsDir(t, 4, reporttest.Options{Profile: "latency"})
-	h100 := runsDir(t, 4, reporttest.Options{Model: "NVIDIA H100"})
-	h200 := runsDir(t, 4, reporttest.Options{Model: "NVIDIA H200"})
+	// 5 runs a side: 3 rows compared together need them.
+	h100 := runsDir(t, 5, reporttest.Options{Model: "NVIDIA H100"})
+	h200 := runsDir(t, 5, reporttest.Options{Model: "NVIDIA H200"})
 	cases := []struct {
 		args []string
 		want string

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,15 +158,17 @@ type diffOut struct {
 	Skipped     int            `json:"skipped"`
 	SkippedBy   map[string]int `json:"skipped_by"`
 	NotCompared int            `json:"not_compared"`
+	Comparisons int            `json:"comparisons"`
 	Rows        []struct {
 		Hook, Aggregate, Func, Verdict, Reason string
 		Changes                                []struct {
-			Stat     string               `json:"stat"`
-			Bucketed bool                 `json:"bucketed"`
-			EstLo    any                  `json:"estimate_lo"`
-			Lo       any                  `json:"lo"`
-			Verdict  string               `json:"verdict"`
-			Base     struct{ Lo, Hi any } `json:"base"`
+			Stat       string               `json:"stat"`
+			Bucketed   bool                 `json:"bucketed"`
+			EstLo      any                  `json:"estimate_lo"`
+			Detectable any                  `json:"detectable_change"`
+			Lo         any                  `json:"lo"`
+			Verdict    string               `json:"verdict"`
+			Base       struct{ Lo, Hi any } `json:"base"`
 		} `json:"changes"`
 	} `json:"rows"`
 }
@@ -216,9 +219,20 @@ func TestDiffOfRealRuns(t *testing.T) {
 	// timing signal is not reliably there to find.
 	dirs := harnessRuns(t, "../../examples/all-events.yaml", 30, nil, []string{"--slowdown", "1.2"})
 	base, slow20 := dirs[0], dirs[1]
-	if d, code, out := diffJSON(t, halves(t, base)...); code == 1 || d.Result == "FAIL" || d.Compared+d.NoVerdict != 23 || d.Skipped != 0 ||
-		!(d.Detectable > 0.02 && d.Detectable < 0.1) {
-		t.Errorf("the same build, 15 runs against 15: exit %d:\n%.3000s", code, out)
+	// How small a change these runs can show is the machine's noise (0.047
+	// on a quiet 2-core machine, 0.093 loaded, above 0.1 in CI): reported,
+	// not bounded here. It is the widest row's, beyond the threshold.
+	d, code, out := diffJSON(t, halves(t, base)...)
+	widest := 0.0
+	for _, r := range d.Rows {
+		for _, c := range r.Changes {
+			widest = max(widest, asFloat(c.Detectable))
+		}
+	}
+	if code == 1 || d.Result == "FAIL" || d.Compared+d.NoVerdict != 23 || d.Skipped != 0 ||
+		!(d.Detectable > 0.02) || d.Detectable != widest || d.Comparisons != 23 {
+		t.Errorf("the same build, 15 runs against 15: exit %d, %s, %d compared, %d no verdict, %d skipped, %d comparisons, detectable %+.3f (widest row %+.3f):\n%.3000s",
+			code, d.Result, d.Compared, d.NoVerdict, d.Skipped, d.Comparisons, d.Detectable, widest, out)
 	}
 	for _, c := range []struct {
 		dir    string
@@ -240,7 +254,7 @@ func TestDiffOfRealRuns(t *testing.T) {
 		}
 	}
 	// The markdown for a pull request comment says what failed and how.
-	out, code := cli(t, "diff", base, slow20, "--markdown")
+	out, code = cli(t, "diff", base, slow20, "--markdown")
 	if code != 1 || !strings.HasPrefix(out, "### ❌ ncclhooks diff: FAIL: ") || !strings.Contains(out, "**regression**") || !strings.Contains(out, "- method: ") {
 		t.Errorf("markdown: exit %d:\n%.2000s", code, out)
 	}
@@ -262,36 +276,44 @@ func TestDiffOfRealAggregateOnlyRuns(t *testing.T) {
 	// once showed no regression on a loaded CI machine).
 	dirs := harnessRuns(t, "testdata/agg-only.yaml", 30, nil, []string{"--slowdown", "1.05"}, []string{"--slowdown", "1.2"})
 	base, slow5, slow20 := dirs[0], dirs[1], dirs[2]
-	stats := []string{"--stat", "auto,p50,min"}
 	d, code, out := diffJSON(t, halves(t, base)...)
 	if code == 1 || d.Compared+d.NoVerdict != 23 || d.NotCompared != 2*23 {
 		t.Errorf("the same build: exit %d (%d compared, %d no verdict, %d not compared: the min and max rows):\n%.3000s", code, d.Compared, d.NoVerdict, d.NotCompared, out)
 	}
-	for _, c := range []struct {
-		dir     string
-		flags   []string
-		minimum int // minima and means that must regress
-	}{{slow20, nil, 20}} { // 5%: see the comment above
-		d, code, out := diffJSON(t, append(append([]string{base, c.dir}, stats...), c.flags...)...)
-		if code != 1 {
-			t.Errorf("%s: exit %d, want 1:\n%.3000s", c.dir, code, out)
-			continue
-		}
-		minFailed, meanFailed := 0, 0
-		for _, r := range d.Rows {
-			for _, ch := range r.Changes {
-				switch {
-				case ch.Stat == "p50" && (!ch.Bucketed || asFloat(ch.Lo) > 0 || ch.Verdict != "no verdict"):
-					t.Errorf("%s %s p50 claims more than its log2 bucket holds: %+v", c.dir, r.Func, ch)
-				case ch.Stat == "min" && ch.Verdict == "regression":
-					minFailed++
-				case ch.Stat == "mean" && ch.Verdict == "regression":
-					meanFailed++
-				}
+	// 20% slower. The minimum is steady and regresses on nearly every row.
+	// The mean follows the preemptions of a loaded machine, so how many of
+	// its rows a 2% threshold can decide is the machine's noise (14 of 23
+	// under load, with 46 changes compared together): it must never pass,
+	// and its estimate must show the slowdown.
+	d, code, out = diffJSON(t, base, slow20, "--stat", "auto,min")
+	if code != 1 || d.Comparisons != 2*23 {
+		t.Errorf("20%% slower: exit %d, %d comparisons, want 1 (FAIL) and 46:\n%.3000s", code, d.Comparisons, out)
+	}
+	minFailed := 0
+	var means []float64
+	for _, r := range d.Rows {
+		for _, ch := range r.Changes {
+			switch {
+			case ch.Stat == "min" && ch.Verdict == "regression":
+				minFailed++
+			case ch.Stat == "mean" && (ch.Verdict == "ok" || ch.Verdict == "improved"):
+				t.Errorf("20%% slower %s: the mean is %s: %+v", r.Func, ch.Verdict, ch)
+			case ch.Stat == "mean":
+				means = append(means, asFloat(ch.EstLo))
 			}
 		}
-		if minFailed < c.minimum || meanFailed < c.minimum {
-			t.Errorf("%s: %d minima and %d means of 23 regressed, want at least %d:\n%.3000s", c.dir, minFailed, meanFailed, c.minimum, out)
+	}
+	slices.Sort(means)
+	if minFailed < 20 || len(means) != 23 || means[len(means)/2] < 0.10 {
+		t.Errorf("20%% slower: %d minima of 23 regressed, want at least 20; the means' estimates %.3f, want their median above +10%%:\n%.3000s", minFailed, means, out)
+	}
+	// The p50 of log2 buckets claims no more than its bucket holds.
+	d, _, out = diffJSON(t, base, slow20, "--stat", "p50")
+	for _, r := range d.Rows {
+		for _, ch := range r.Changes {
+			if !ch.Bucketed || asFloat(ch.Lo) > 0 || ch.Verdict != "no verdict" {
+				t.Errorf("20%% slower %s p50 claims more than its log2 bucket holds: %+v\n%.2000s", r.Func, ch, out)
+			}
 		}
 	}
 	// The p50 alone: 5% is within the bucket, so the buckets can neither
@@ -329,9 +351,10 @@ func TestDiffOfRealRunsRefusesUntrustworthyInputs(t *testing.T) {
 	if text, code := cli(t, "diff", low[0], low[1], "--min-capture", "0.1%"); code == 2 && strings.Contains(text, "capture below") {
 		t.Errorf("--min-capture 0.1%%: still refused:\n%.2000s", text)
 	}
-	none := harnessRuns(t, "testdata/no-match.yaml", 4, nil, nil)
+	// 6 runs a side: the 23 other rows' intervals, together at 95%, need them.
+	none := harnessRuns(t, "testdata/no-match.yaml", 6, nil, nil)
 	d, code, out = diffJSON(t, none[0], none[1])
-	// The other rows are there (compared, or no verdict where 4 identical
+	// The other rows are there (compared, or no verdict where 6 identical
 	// runs a side cannot exclude the threshold: which, noise decides).
 	if code != 2 || d.SkippedBy["hook matched nothing"] != 1 || len(d.Rows) < 2 {
 		t.Errorf("a hook that matched nothing: exit %d:\n%.2000s", code, out)

@@ -152,13 +152,17 @@ type Diff struct {
 	Stats      []Stat   `json:"stats"`
 	MaxRegress float64  `json:"max_regress"`
 	// Threshold says how --max-regress was read.
-	Threshold  string   `json:"threshold"`
-	Confidence float64  `json:"confidence"`
-	MinSamples int      `json:"min_samples"`
-	MinCapture float64  `json:"min_capture"`
-	ByChannel  bool     `json:"by_channel"`
-	Method     string   `json:"method"`
-	Notes      []string `json:"notes,omitempty"`
+	Threshold  string  `json:"threshold"`
+	Confidence float64 `json:"confidence"`
+	// Comparisons is the number of changes the confidence covers together;
+	// RowConfidence the level of each one's interval (Bonferroni).
+	Comparisons   int      `json:"comparisons"`
+	RowConfidence float64  `json:"row_confidence"`
+	MinSamples    int      `json:"min_samples"`
+	MinCapture    float64  `json:"min_capture"`
+	ByChannel     bool     `json:"by_channel"`
+	Method        string   `json:"method"`
+	Notes         []string `json:"notes,omitempty"`
 	// Warnings say why the runs may measure the machines rather than the
 	// change: different GPU models (compared under AllowMixed), GPUs whose
 	// clocks were held down while they ran.
@@ -200,15 +204,26 @@ const (
 	causeValue    = "no relative change (a value is 0 or unbounded)"
 )
 
+// familyLevel is the level of each of m intervals that hold together at
+// conf (Bonferroni).
+func familyLevel(conf float64, m int) float64 {
+	if m <= 1 {
+		return conf
+	}
+	return 1 - (1-conf)/float64(m)
+}
+
 // MethodText describes the statistics of every verdict.
 func MethodText(conf float64) string {
 	return fmt.Sprintf("each run gives one value per row and statistic; the change is the Hodges-Lehmann estimate of new/base "+
-		"(the median ratio over all base x new run pairs) with its %s distribution-free interval (inverting the Mann-Whitney test; "+
-		"at least %d runs per side); a row fails when the whole interval lies above the threshold, passes when it lies below, "+
+		"(the median ratio over all base x new run pairs) with its distribution-free interval (inverting the Mann-Whitney test); "+
+		"the %s confidence covers every change of the diff together: with m changes compared, each interval is taken at 1 - %s/m "+
+		"(Bonferroni; at least %d runs per side for one change, more for many), so that identical builds FAIL in at most %s of diffs "+
+		"however many rows they have; a row fails when the whole interval lies above the threshold, passes when it lies below, "+
 		"and has no verdict when it reaches the threshold; the detectable change is the threshold plus the widest interval's reach below its estimate "+
 		"(a smaller slowdown cannot fail with these runs' spread); auto compares the p50 of work items and the mean (exact sum / count) of aggregates; "+
 		"a histogram quantile is known only to its bucket, so its interval spans every value the buckets allow",
-		pctText(conf), minRunsFor(conf))
+		levelText(conf), levelText(1-conf), minRunsFor(conf), levelText((1-conf)/2))
 }
 
 // Compare diffs two sets of runs. It fails (an *InputError) when the runs
@@ -241,8 +256,26 @@ func Compare(base, cand []*RunData, opts DiffOptions) (*Diff, error) {
 	}
 	problems := hookProblems(base, cand, opts)
 	order := rowOrder(base, cand, problems)
+	// The confidence is the whole diff's: the job fails if any row does, so
+	// every interval is taken at 1 - (1-conf)/m for the m changes compared
+	// (Bonferroni), and all of them hold together at conf. Per row at conf,
+	// 23 rows of identical builds gave a false FAIL in about one diff of
+	// twenty on a loaded machine. m is counted at conf: a change that has
+	// too few runs for its row's level still counts, which only widens.
+	d.Comparisons = 0
 	for _, k := range order {
-		row := compareRow(k, base, cand, problems[k.hook], opts)
+		for _, c := range compareRow(k, base, cand, problems[k.hook], opts).Changes {
+			if c.Defined {
+				d.Comparisons++
+			}
+		}
+	}
+	rowOpts := opts
+	rowOpts.family = max(d.Comparisons, 1)
+	rowOpts.Confidence = familyLevel(opts.Confidence, rowOpts.family)
+	d.RowConfidence = rowOpts.Confidence
+	for _, k := range order {
+		row := compareRow(k, base, cand, problems[k.hook], rowOpts)
 		switch row.Verdict {
 		case VerdictRegression:
 			d.Regressions++

@@ -90,6 +90,10 @@ type DiffOptions struct {
 	AllowMixed bool
 	// MaxRegressText is the flag as given, to say how it was read.
 	MaxRegressText string
+
+	// family is the number of changes Confidence covers together (set by
+	// Compare, which then holds each row's level in Confidence).
+	family int
 }
 
 // DefaultStats are compared when DiffOptions.Stats is empty.

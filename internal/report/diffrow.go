@@ -140,8 +140,12 @@ func compareRow(k rowKey, base, cand []*RunData, p problem, opts DiffOptions) Di
 		return skip(causeSamples, fmt.Sprintf("a run has %d < %d samples", min(row.BaseSamples, row.NewSamples), opts.MinSamples))
 	}
 	if _, ok := hlRank(len(bRows), len(cRows), opts.Confidence); !ok {
-		return skip(causeRuns, fmt.Sprintf("%d base and %d new runs; a %s interval needs at least %d runs per side",
-			len(bRows), len(cRows), pctText(opts.Confidence), minRunsFor(opts.Confidence)))
+		need := fmt.Sprintf("a %s interval needs at least %d runs per side", pctText(opts.Confidence), minRunsFor(opts.Confidence))
+		if opts.family > 1 {
+			need = fmt.Sprintf("%d changes compared together take each interval at %s, which needs at least %d runs per side (or compare fewer rows: --stat, the hooks' functions)",
+				opts.family, levelText(opts.Confidence), minRunsFor(opts.Confidence))
+		}
+		return skip(causeRuns, fmt.Sprintf("%d base and %d new runs; %s", len(bRows), len(cRows), need))
 	}
 	n := map[Verdict]int{}
 	var reasons []string
@@ -307,4 +311,11 @@ func medianInf(sorted []float64) float64 {
 
 func pctText(f float64) string {
 	return strconv.FormatFloat(100*f, 'f', -1, 64) + "%"
+}
+
+// levelText is a confidence level or its complement as a percentage, to
+// four decimals: 1 - 0.05/23 is 99.7826%, and 1 - 0.95 reads 5%, not the
+// 5.000000000000004% of its float.
+func levelText(f float64) string {
+	return strconv.FormatFloat(math.Round(1e6*f)/1e4, 'f', -1, 64) + "%"
 }

@@ -219,3 +219,74 @@ func TestRankShiftBuckets(t *testing.T) {
 		t.Errorf("minRunsFor(95%%) = %d, want 4", got)
 	}
 }
+
+// A diff fails when any of its rows does, so its confidence must hold for
+// all rows together. 2000 simulated diffs of identical builds, 23 rows (the
+// harness's functions) of 15 runs a side: with every interval at 95% some
+// row's lower end lies above no change in a large share of them; at
+// familyLevel, in at most the 2.5% the confidence allows.
+func TestFamilyLevelBoundsFalseFailures(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const trials, rows, runs, conf = 2000, 23, 15, 0.95
+	falseFail := map[float64]int{}
+	levels := []float64{conf, familyLevel(conf, rows)}
+	for tr := 0; tr < trials; tr++ {
+		// A run's load moves every row of it alike: the rows are correlated.
+		load := func() []float64 {
+			l := make([]float64, runs)
+			for i := range l {
+				l[i] = math.Exp(0.02 * rng.NormFloat64())
+			}
+			return l
+		}
+		bLoad, nLoad := load(), load()
+		failed := map[float64]bool{}
+		for r := 0; r < rows; r++ {
+			var b, n []interval
+			for i := 0; i < runs; i++ {
+				v := 1000 * bLoad[i] * math.Exp(0.03*rng.NormFloat64())
+				w := 1000 * nLoad[i] * math.Exp(0.03*rng.NormFloat64())
+				b, n = append(b, interval{v, v}), append(n, interval{w, w})
+			}
+			for _, lv := range levels {
+				s, ok := rankShift(b, n, lv, false)
+				if !ok {
+					t.Fatalf("%d runs a side: no interval at %v", runs, lv)
+				}
+				if s.Lo > 0 {
+					failed[lv] = true
+				}
+			}
+		}
+		for lv := range failed {
+			falseFail[lv]++
+		}
+	}
+	perRow, family := float64(falseFail[conf])/trials, float64(falseFail[levels[1]])/trials
+	if family > (1-conf)/2+0.01 {
+		t.Errorf("intervals at %v for %d rows: a false FAIL in %.1f%% of %d diffs, want at most %.1f%%", levels[1], rows, 100*family, trials, 100*(1-conf)/2)
+	}
+	// What the correction is for: the rate per row, uncorrected.
+	if perRow < 4*(1-conf)/2 {
+		t.Errorf("intervals at %v per row: a false FAIL in only %.1f%% of diffs; the simulation no longer shows what the correction corrects", conf, 100*perRow)
+	}
+	t.Logf("false FAIL of identical builds, %d rows: %.1f%% per-row at %v, %.2f%% at %v", rows, 100*perRow, conf, 100*family, levels[1])
+}
+
+func TestFamilyLevel(t *testing.T) {
+	for _, c := range []struct {
+		conf float64
+		m    int
+		want float64
+	}{{0.95, 0, 0.95}, {0.95, 1, 0.95}, {0.95, 2, 0.975}, {0.95, 23, 1 - 0.05/23}, {0.99, 10, 0.999}} {
+		if got := familyLevel(c.conf, c.m); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("familyLevel(%v, %d) = %v, want %v", c.conf, c.m, got, c.want)
+		}
+	}
+	if got := levelText(1 - 0.05/23); got != "99.7826%" {
+		t.Errorf("levelText: %q", got)
+	}
+	if got := levelText(1 - 0.95); got != "5%" {
+		t.Errorf("levelText(1-0.95): %q", got)
+	}
+}

@@ -234,10 +234,29 @@ func captureText(c *Capture) string {
 	return s
 }
 
+// rowLevel is the level of each change's interval.
+func (d *Diff) rowLevel() float64 {
+	if d.RowConfidence > 0 {
+		return d.RowConfidence
+	}
+	return d.Confidence
+}
+
+// confidenceText says what the confidence covers.
+func (d *Diff) confidenceText() string {
+	if d.Comparisons <= 1 {
+		return pctText(d.Confidence)
+	}
+	return fmt.Sprintf("%s for all %d changes together (each interval at %s)", pctText(d.Confidence), d.Comparisons, levelText(d.RowConfidence))
+}
+
 // Summary is the one-line verdict of a diff, with how many rows were
 // compared and skipped, and why.
 func (d *Diff) Summary() string {
 	crit := fmt.Sprintf("slower by more than %s with %s confidence", pctText(d.MaxRegress), pctText(d.Confidence))
+	if d.Comparisons > 1 {
+		crit += fmt.Sprintf(" over all %d changes together", d.Comparisons)
+	}
 	stats := joinStats(d.Stats)
 	var s string
 	switch d.Result {
@@ -318,7 +337,7 @@ func (d *Diff) Write(w io.Writer, f Format) error {
 		mark := map[Result]string{ResultPass: "✅", ResultFail: "❌", ResultInsufficient: "⚠️", ResultNoVerdict: "⚠️"}[d.Result]
 		fmt.Fprintf(&b, "### %s ncclhooks diff: %s\n\n", mark, d.Summary())
 		fmt.Fprintf(&b, "- base: %s\n- new: %s\n- threshold: %s, confidence %s\n- method: %s\n",
-			runsText(d.BaseRuns), runsText(d.NewRuns), d.Threshold, pctText(d.Confidence), d.Method)
+			runsText(d.BaseRuns), runsText(d.NewRuns), d.Threshold, d.confidenceText(), d.Method)
 		for _, n := range d.Warnings {
 			fmt.Fprintf(&b, "- ⚠️ warning: %s\n", n)
 		}
@@ -329,7 +348,7 @@ func (d *Diff) Write(w io.Writer, f Format) error {
 	} else {
 		unquote := strings.NewReplacer("`", "")
 		fmt.Fprintf(&b, "%s\n\nbase: %s\nnew: %s\nthreshold: %s, confidence %s\nmethod: %s\n",
-			d.Summary(), unquote.Replace(runsText(d.BaseRuns)), unquote.Replace(runsText(d.NewRuns)), d.Threshold, pctText(d.Confidence), d.Method)
+			d.Summary(), unquote.Replace(runsText(d.BaseRuns)), unquote.Replace(runsText(d.NewRuns)), d.Threshold, d.confidenceText(), d.Method)
 		for _, n := range d.Warnings {
 			fmt.Fprintf(&b, "warning: %s\n", n)
 		}
@@ -341,7 +360,7 @@ func (d *Diff) Write(w io.Writer, f Format) error {
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
-	interval := "change [" + pctText(d.Confidence) + " interval]"
+	interval := "change [" + levelText(d.rowLevel()) + " interval]"
 	g := grid{header: []string{"hook", "aggregate", "func", "channel", "stat", "runs base/new", "samples/run base/new", "base", "new", interval, "verdict"}}
 	for _, r := range d.Rows {
 		if r.Verdict == VerdictNotCompared {
