@@ -28,9 +28,14 @@ build:
 
 # The tests load the real plugin (NCCLHOOKS_PLUGIN) and the real CLI
 # (NCCLHOOKS_CLI); GPU tests skip cleanly where no GPU is present.
+# The packages whose tests race the drain against writers run twice more
+# (issue 32: -count=3 in CI), so that a flaky test shows before it lands.
+REPEAT_PKGS := ./plugin ./internal/rings ./internal/lifecycle
 test: build vet
 	NCCLHOOKS_PLUGIN=$(abspath $(PLUGIN)) NCCLHOOKS_CLI=$(abspath $(CLI)) \
 		$(GO) test -race -count=1 -timeout 30m ./...
+	NCCLHOOKS_PLUGIN=$(abspath $(PLUGIN)) NCCLHOOKS_CLI=$(abspath $(CLI)) \
+		$(GO) test -race -count=2 -timeout 30m $(REPEAT_PKGS)
 	$(MAKE) --no-print-directory fuzz
 
 vet:
