@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -132,6 +134,37 @@ func TestCheckFindsTamperedRecords(t *testing.T) {
 		})
 	}
 	ts := regexp.MustCompile(`"timestamp":(\d+)`).FindStringSubmatch(lines[rec])[1]
+	// The final dump_stats line, and the comm line of the device's last
+	// communicator (dropping it leaves the indices 0..n-1 contiguous: only
+	// the check that every communicator with events has one sees it).
+	final, lastComm, lastIndex := -1, -1, -1
+	for i, l := range lines {
+		if strings.Contains(l, `"type":"dump_stats"`) && strings.Contains(l, `"final":true`) {
+			final = i
+		}
+		if m := regexp.MustCompile(`"type":"comm","device":0,"comm":(\d+)`).FindStringSubmatch(l); m != nil {
+			if n, _ := strconv.Atoi(m[1]); n > lastIndex {
+				lastComm, lastIndex = i, n
+			}
+		}
+	}
+	if final < 0 || lastIndex < 1 {
+		t.Fatalf("no final dump_stats line (%d) or fewer than 2 comm lines (last index %d) in the output", final, lastIndex)
+	}
+	// One drop more in the final dump, in dropped_total and a stage alike:
+	// the stages still add up, records + dropped exceed matched.
+	more := func(key string) func(string) string {
+		return func(m string) string {
+			n, _ := strconv.Atoi(strings.TrimPrefix(m, `"`+key+`":`))
+			return fmt.Sprintf(`"%s":%d`, key, n+1)
+		}
+	}
+	extraDrop := with(func(l []string) []string {
+		for _, key := range []string{"dropped_total", "dropped_torn_total"} {
+			l[final] = regexp.MustCompile(`"`+key+`":\d+`).ReplaceAllStringFunc(l[final], more(key))
+		}
+		return l
+	})
 	for _, tt := range []struct {
 		name, body, want string
 	}{
@@ -139,6 +172,9 @@ func TestCheckFindsTamperedRecords(t *testing.T) {
 		{"duplicated record", with(func(l []string) []string { return append(l[:rec+1], l[rec:]...) }), "a second record of channel"},
 		{"missing record", with(func(l []string) []string { return append(l[:rec], l[rec+1:]...) }), "1599 record lines but records_total 1600"},
 		{"wrong function name", edit(`"func":"[^"]*"`, `"func":"AllReduce_Sum_f64_TREE_LL"`), `func "AllReduce_Sum_f64_TREE_LL", want`},
+		{"a drop more than matched", extraDrop, "records 1600 + dropped 1 != matched 1600"},
+		{"comm line missing", with(func(l []string) []string { return append(l[:lastComm], l[lastComm+1:]...) }),
+			fmt.Sprintf("device 0: communicator %d emitted events but has no comm line", lastIndex)},
 	} {
 		bad := t.TempDir()
 		if err := os.WriteFile(filepath.Join(bad, filepath.Base(files[0])), []byte(tt.body), 0o644); err != nil {

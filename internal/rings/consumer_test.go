@@ -1,6 +1,7 @@
 package rings
 
 import (
+	"bytes"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -259,6 +260,42 @@ func TestOverwrittenAndLapped(t *testing.T) {
 	k.drainAt(dev, time.Now(), true, d)
 	if k.torn != 16 || k.pos != 67 || d[stageOverwritten] != 35 {
 		t.Fatalf("final: torn %d pos %d drops %v", k.torn, k.pos, d)
+	}
+}
+
+// TestFullRingCountsCompleteRecordsRingFull: complete records past the Go
+// ring's room are decided one at a time (decide, from the staged words),
+// each ring_full in the same pass, never left pending or torn; the ones
+// the ring took are the first positions, in order. (A staged load of the
+// wrong slot takes them for records still being written.)
+func TestFullRingCountsCompleteRecordsRingFull(t *testing.T) {
+	m := testModule(testHook("h", 16, config.OverwriteOldest))
+	dev := newFakeDevice(0, m)
+	k := consumerFor(t, dev, 4)
+	d := drops{}
+	for range 10 {
+		p, _ := dev.reserve(0)
+		dev.write(0, p, testPayload(p), 6, 0)
+	}
+	r := k.drainAt(dev, time.Now(), false, d)
+	if k.pos != 10 || r.pending || k.ring.Pushed() != 4 || k.ring.Refused() != 6 || d[stageRingFull] != 6 || k.torn != 0 {
+		t.Fatalf("pos %d pending %v pushed %d refused %d drops %v torn %d; want pos 10, 4 pushed, 6 ring_full",
+			k.pos, r.pending, k.ring.Pushed(), k.ring.Refused(), d, k.torn)
+	}
+	st := k.stats()
+	if st.Matched != 10 || st.Records != 4 || st.DroppedRingFull != 6 || st.Dropped != 6 || st.Pending != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	seqs, payloads := k.ring.Peek(4)
+	stride := len(payloads) / max(len(seqs), 1)
+	for i := range uint64(4) {
+		if int(i) >= len(seqs) || seqs[i] != i {
+			t.Fatalf("ring positions %v, want 0 1 2 3", seqs)
+		}
+		want := testPayload(i)
+		if got := payloads[int(i)*stride : int(i)*stride+len(want)]; !bytes.Equal(got, want) {
+			t.Fatalf("ring record %d: payload %x, want position %d's %x", i, got, i, want)
+		}
 	}
 }
 

@@ -177,8 +177,10 @@ func TestHeaderClockStatsAggregateLines(t *testing.T) {
 	sum := &hookgen.AggInfo{Hook: "h", Agg: &config.Aggregate{Name: "bytes", Kind: config.AggSum, By: []string{"channelId"},
 		Value: &config.Expr{Type: config.F64}}}
 	d := &Dump{
-		Stats: []Stats{{Hook: "h", Device: 1, Dump: 3, Final: true, TimeUnixNs: 99, Matched: 10, Records: 6, Dropped: 4,
-			DroppedBufferFull: 1, DroppedOverwritten: 1, DroppedTorn: 1, DroppedRingFull: 1, RecordsSinceLastDump: 2, DroppedSinceLastDump: 3}},
+		// Each stage a count of its own, so that a count under another
+		// stage's key shows.
+		Stats: []Stats{{Hook: "h", Device: 1, Dump: 3, Final: true, TimeUnixNs: 99, Matched: 16, Records: 6, Dropped: 10,
+			DroppedBufferFull: 1, DroppedOverwritten: 2, DroppedTorn: 3, DroppedRingFull: 4, RecordsSinceLastDump: 2, DroppedSinceLastDump: 3}},
 		Aggs: []AggSnapshot{
 			{Info: hist, Device: 1, TimeUnixNs: 99, Final: true, Rows: []AggRow{
 				{FuncID: 5, FuncName: "AllReduce", ChannelID: -1, Count: 3, SumInt: -12, Buckets: []Bucket{{LE: le(1), Count: 1}, {LE: le(10), Count: 2}, {Count: 3}}},
@@ -223,8 +225,9 @@ func TestHeaderClockStatsAggregateLines(t *testing.T) {
 		t.Errorf("dump_stats keys %v, want %v", got, want)
 	}
 	ds := lines[2]
-	for k, v := range map[string]string{"dump": "3", "final": "true", "matched_total": "10", "records_total": "6", "dropped_total": "4",
-		"records_since_last_dump": "2", "dropped_since_last_dump": "3", "dropped_ring_full_total": "1"} {
+	for k, v := range map[string]string{"dump": "3", "final": "true", "matched_total": "16", "records_total": "6", "dropped_total": "10",
+		"records_since_last_dump": "2", "dropped_since_last_dump": "3", "dropped_buffer_full_total": "1",
+		"dropped_overwritten_total": "2", "dropped_torn_total": "3", "dropped_ring_full_total": "4"} {
 		if string(ds[k]) != v {
 			t.Errorf("dump_stats %s = %s, want %s", k, ds[k], v)
 		}
