@@ -113,9 +113,9 @@ func TestSessionInactiveWithoutProfile(t *testing.T) {
 	}
 }
 
-// With work positions, a communicator finalized while another lives has its
-// regions retired from the drain (one INFO line says so), and the last
-// finalize settles the outputs as ever.
+// With work positions, a finalized communicator has its regions retired
+// from the drain (one INFO line says so) and then its block reused; the last
+// finalize retires its own too, and settles the outputs as ever.
 func TestSessionRetiresFinalizedCommunicators(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "p.yaml")
@@ -136,7 +136,7 @@ func TestSessionRetiresFinalizedCommunicators(t *testing.T) {
 		defer l.mu.Unlock()
 		n := 0
 		for _, line := range l.lines {
-			if strings.Contains(line, "finalized: its regions on device 0 (comm index 1) are settled at the next pass and polled no more") {
+			if strings.Contains(line, "finalized (device 0, comm index ") && strings.Contains(line, "its regions are settled at the drain's next pass, polled no more") {
 				n++
 			}
 		}
@@ -146,10 +146,10 @@ func TestSessionRetiresFinalizedCommunicators(t *testing.T) {
 		t.Errorf("no INFO line retiring communicator 1:\n%s", strings.Join(l.lines, "\n"))
 	}
 	if got := s.Retired(0); !slices.Equal(got, []int{1}) {
-		t.Errorf("the drain retired communicators %v of device 0, want [1]", got)
+		t.Errorf("the drain retired blocks %v of device 0, want [1]", got)
 	}
-	s.Finalize(a) // the last: settles, retires nothing
-	if retired() != 1 || l.count("WARN") != 0 {
+	s.Finalize(a) // the last: retires its block, settles
+	if retired() != 2 || l.count("WARN") != 0 {
 		t.Errorf("after the last finalize:\n%s", strings.Join(l.lines, "\n"))
 	}
 }
