@@ -137,7 +137,13 @@ func (d *Drainer) settledSlot(dv *device, slot int) {
 		dv.settledBy, dv.released = append(dv.settledBy, 0), append(dv.released, 0)
 	}
 	dv.settledBy[slot]++
-	if dv.settledBy[slot] < uint64(len(dv.consumers)) {
+	work := 0
+	for _, k := range dv.consumers {
+		if k.work {
+			work++
+		}
+	}
+	if dv.settledBy[slot] < uint64(work) {
 		return
 	}
 	dv.settledBy[slot] = 0
