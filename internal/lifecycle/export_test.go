@@ -20,3 +20,10 @@ func (s *Session) Budget() (budget, read int) {
 	s.waitBudget()
 	return s.budget, s.budgetRead
 }
+
+// Blocks is how many context blocks device ord's active module has made.
+func (s *Session) Blocks(ord int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.devices[ord].Comms()
+}
