@@ -24,7 +24,8 @@ type Device interface {
 	// Entry is the address of ncclhooks_entry that NCCL (or the harness)
 	// calls: a device address on the GPU, a host function on the CPU.
 	Entry() uintptr
-	// Ctx is the devCtx of the device's first communicator (comm 0).
+	// Ctx is the devCtx of slot 0, made at load: communicator 0's until
+	// the first NewComm takes the slot.
 	Ctx() uintptr
 	// CommCtx returns the devCtx of slot comm, making the blocks up to it:
 	// its context block (hookgen.Module.Block), whose header says which
