@@ -106,8 +106,10 @@ func TestSoakScriptShort(t *testing.T) {
 // than that live at once, the later ones get no hook, and the run must say
 // so, not pass on the others' output.
 func TestRunDurationNeverPassesUnprofiledCommunicators(t *testing.T) {
+	// Long enough for 3 cycles (150 communicators) on a loaded machine,
+	// where the first cycle's compile alone can take a second.
 	out, code := cli(t, "run", "../../examples/field-capture.yaml", "--backend", "cpu", "--out", t.TempDir(), "--no-verify",
-		"--duration", "1s", "--gap", "100ms", "--devices", "1", "--comms", "50", "--channels", "1", "--items", "10")
+		"--duration", "5s", "--gap", "50ms", "--devices", "1", "--comms", "50", "--channels", "1", "--items", "10")
 	m := regexp.MustCompile(`, (\d+) cycles in `).FindStringSubmatch(out)
 	if code != 0 || !strings.Contains(out, "result: exact") || strings.Contains(out, "no hook for communicator") || m == nil {
 		t.Errorf("every communicator's block reused: exit %d, want exact:\n%s", code, out)
