@@ -99,18 +99,26 @@ func TestSoakScriptShort(t *testing.T) {
 	}
 }
 
-// A soak makes communicators over and over. Where the plugin stops giving
-// later ones a hook (field-capture records, and the cpu backend's arena
-// holds the context blocks of 125 communicators a device: comm indices are
-// not reused), the run must say so, not pass on the earlier cycles' output.
+// A soak makes communicators over and over. field-capture records, and the
+// cpu backend's arena holds the context blocks of 125 communicators a
+// device; the blocks of finalized communicators are reused, so cycle after
+// cycle of 50 gets its hook, and the run is exact. Where more communicators
+// than that live at once, the later ones get no hook, and the run must say
+// so, not pass on the others' output.
 func TestRunDurationNeverPassesUnprofiledCommunicators(t *testing.T) {
+	// Long enough for 3 cycles (150 communicators) on a loaded machine,
+	// where the first cycle's compile alone can take a second.
 	out, code := cli(t, "run", "../../examples/field-capture.yaml", "--backend", "cpu", "--out", t.TempDir(), "--no-verify",
-		"--duration", "1s", "--gap", "100ms", "--devices", "1", "--comms", "50", "--channels", "1", "--items", "10")
-	hooked := !strings.Contains(out, "no hook for communicator")
-	switch {
-	case hooked && (code != 0 || !strings.Contains(out, "result: exact")):
-		t.Errorf("every communicator got its hook: exit %d, want exact:\n%s", code, out)
-	case !hooked && (code != exitVerdict || !strings.Contains(out, "got no hook from getDeviceHook")):
-		t.Errorf("later communicators got no hook: exit %d, want %d naming them:\n%s", code, exitVerdict, out)
+		"--duration", "5s", "--gap", "50ms", "--devices", "1", "--comms", "50", "--channels", "1", "--items", "10")
+	m := regexp.MustCompile(`, (\d+) cycles in `).FindStringSubmatch(out)
+	if code != 0 || !strings.Contains(out, "result: exact") || strings.Contains(out, "no hook for communicator") || m == nil {
+		t.Errorf("every communicator's block reused: exit %d, want exact:\n%s", code, out)
+	} else if cycles, _ := strconv.Atoi(m[1]); cycles*50 <= 125 {
+		t.Errorf("%d cycles of 50 communicators: not more than the arena holds, nothing reused:\n%s", cycles, out)
+	}
+	out, code = cli(t, "run", "../../examples/field-capture.yaml", "--backend", "cpu", "--out", t.TempDir(), "--no-verify",
+		"--duration", "1s", "--gap", "100ms", "--devices", "1", "--comms", "130", "--channels", "1", "--items", "10")
+	if code != exitVerdict || !strings.Contains(out, "got no hook from getDeviceHook") {
+		t.Errorf("130 communicators alive at once, 125 blocks: exit %d, want %d naming those without a hook:\n%s", code, exitVerdict, out)
 	}
 }

@@ -24,23 +24,47 @@ type Device interface {
 	// Entry is the address of ncclhooks_entry that NCCL (or the harness)
 	// calls: a device address on the GPU, a host function on the CPU.
 	Entry() uintptr
-	// Ctx is the devCtx of the device's first communicator (comm 0).
+	// Ctx is the devCtx of slot 0, made at load: communicator 0's until
+	// the first NewComm takes the slot.
 	Ctx() uintptr
-	// CommCtx returns the devCtx for the device's communicator comm (0, 1,
-	// ... in the order they asked for a hook): its context block
-	// (hookgen.Module.Block), whose header says which one it is and holds
-	// the record buffers, which every communicator shares; its pairing table,
-	// aggregation cells and function-id sets are its own. The blocks live
+	// CommCtx returns the devCtx of slot comm, making the blocks up to it:
+	// its context block (hookgen.Module.Block), whose header says which
+	// communicator it serves and holds the record buffers, which every
+	// communicator shares; its pairing table, aggregation cells and
+	// function-id sets are its own. A slot made or found free here serves
+	// communicator index comm until ReleaseComm (the fixed mapping of
+	// NCCL_HOOKS_SHARED_CTX's block 0, the bench and tests); NewComm is
+	// how the plugin gives communicators their blocks. The blocks live
 	// until Close.
 	CommCtx(comm int) (uintptr, error)
-	// Comms is how many communicators have a context block (CommCtx).
+	// NewComm gives communicator index (its index on the device, the comm
+	// intrinsic: 0, 1, ... in the order they asked, never reused) a context
+	// block: the lowest free slot, else a new one (docs/ARCHITECTURE.md,
+	// "Context blocks are reused"). A free slot is as a new block is (reset
+	// by ReleaseComm); its header names index. It returns the slot and the
+	// devCtx to hand out.
+	NewComm(index int) (slot int, ctx uintptr, err error)
+	// ReleaseComm frees slot once its communicator is finalized and, with
+	// work positions, its regions are drained (rings.Drainer.Retire): its
+	// aggregation cells are added into the device's running totals, which
+	// ReadAgg adds to the live blocks', and the block is reset to what a
+	// new one holds. The next NewComm may take it. A slot already free is
+	// left alone.
+	ReleaseComm(slot int) error
+	// CommIndex is the index of the communicator slot's block serves (the
+	// one NewComm was given; CommCtx(slot): slot), -1 while it is free or
+	// not made.
+	CommIndex(slot int) int
+	// Comms is how many context blocks the device has made (slots, free
+	// ones included): bounded by the communicators alive at once.
 	Comms() int
-	// Regions is a host-readable view of hook h's regions in communicator
-	// comm's block, for a module whose hooks take positions from the work
+	// Regions is a host-readable view of hook h's regions in slot comm's
+	// block, for a module whose hooks take positions from the work
 	// counter (hookgen.Module.Work): config.RegionChannels regions of
 	// HookInfo.RegionSlots slots of SlotWords words, back to back. It is
-	// nil for other modules and for a communicator without a block. Read
-	// it only with atomic loads.
+	// nil for other modules and for a slot without a block. Read it only
+	// with atomic loads. A slot's view stays valid while the device is
+	// open (a reused slot's block is the same memory).
 	Regions(comm, h int) []uint64
 	// Slots is a host-readable view of hook h's N*SlotWords record words.
 	// Read it only with atomic loads: the producers write it concurrently.
@@ -51,9 +75,10 @@ type Device interface {
 	ReadCtl(dst []uint64) error
 	// WriteLimit sets hook h's limit word (drop_newest).
 	WriteLimit(h int, limit uint64) error
-	// ReadAgg reads the aggregation cells of every communicator's context
-	// block and adds them up into dst (len Module.AggWords,
-	// Module.AddAgg).
+	// ReadAgg adds up the device's running totals (the cells of the
+	// communicators released so far, ReleaseComm) and the aggregation cells
+	// of every live context block into dst (len Module.AggWords,
+	// Module.AddAgg): the device's aggregates over its whole life.
 	ReadAgg(dst []uint64) error
 	// WriteFuncSets fills the function-id sets of every context block, and
 	// of the blocks made later; sets[i] has FuncSetWords words.

@@ -20,3 +20,23 @@ func (s *Session) Budget() (budget, read int) {
 	s.waitBudget()
 	return s.budget, s.budgetRead
 }
+
+// Blocks is how many context blocks device ord's active module has made.
+func (s *Session) Blocks(ord int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.devices[ord].Comms()
+}
+
+// FreeBlocks is how many of device ord's context blocks are free.
+func (s *Session) FreeBlocks(ord int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, n := s.devices[ord], 0
+	for slot := range d.Comms() {
+		if d.CommIndex(slot) < 0 {
+			n++
+		}
+	}
+	return n
+}

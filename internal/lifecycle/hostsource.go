@@ -95,7 +95,7 @@ func (s *Session) HostHook(id uint64, ord int) (hh HostHook, host bool) {
 			return HostHook{}, s.inactive == ""
 		}
 	}
-	ctx, _, ok := s.attach(d, ord, c)
+	ctx, _, _, ok := s.attach(d, ord, c)
 	if !ok {
 		return HostHook{}, true
 	}

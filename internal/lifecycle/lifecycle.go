@@ -104,7 +104,7 @@ func New(env Env) *Session {
 	if env.NCCLVersion == nil {
 		env.NCCLVersion = func() int { return 0 }
 	}
-	return &Session{env: env, devices: map[int]backend.Device{}, comms: map[uint64]*comm{}, commsOnDevice: map[int]int{}, slots: map[int][]slot{}}
+	return &Session{env: env, devices: map[int]backend.Device{}, comms: map[uint64]*comm{}, commsOnDevice: map[int]int{}, slots: map[int][]*slot{}, freeSlots: map[int][]uintptr{}}
 }
 
 // LoadDevice takes a compiled module to a hook NCCL may call on device ord:

@@ -2,12 +2,14 @@ package lifecycle_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/lifecycle"
 )
@@ -113,9 +115,9 @@ func TestSessionInactiveWithoutProfile(t *testing.T) {
 	}
 }
 
-// With work positions, a communicator finalized while another lives has its
-// regions retired from the drain (one INFO line says so), and the last
-// finalize settles the outputs as ever.
+// With work positions, a finalized communicator has its regions retired
+// from the drain (one INFO line says so) and then its block reused; the last
+// finalize retires its own too, and settles the outputs as ever.
 func TestSessionRetiresFinalizedCommunicators(t *testing.T) {
 	dir := t.TempDir()
 	prof := filepath.Join(dir, "p.yaml")
@@ -136,7 +138,7 @@ func TestSessionRetiresFinalizedCommunicators(t *testing.T) {
 		defer l.mu.Unlock()
 		n := 0
 		for _, line := range l.lines {
-			if strings.Contains(line, "finalized: its regions on device 0 (comm index 1) are settled at the next pass and polled no more") {
+			if strings.Contains(line, "finalized (device 0, comm index ") && strings.Contains(line, "its regions are settled at the drain's next pass, polled no more") {
 				n++
 			}
 		}
@@ -146,10 +148,61 @@ func TestSessionRetiresFinalizedCommunicators(t *testing.T) {
 		t.Errorf("no INFO line retiring communicator 1:\n%s", strings.Join(l.lines, "\n"))
 	}
 	if got := s.Retired(0); !slices.Equal(got, []int{1}) {
-		t.Errorf("the drain retired communicators %v of device 0, want [1]", got)
+		t.Errorf("the drain retired blocks %v of device 0, want [1]", got)
 	}
-	s.Finalize(a) // the last: settles, retires nothing
-	if retired() != 1 || l.count("WARN") != 0 {
+	s.Finalize(a) // the last: retires its block, settles
+	if retired() != 2 || l.count("WARN") != 0 {
 		t.Errorf("after the last finalize:\n%s", strings.Join(l.lines, "\n"))
+	}
+}
+
+// NCCL_HOOKS_SHARED_CTX hands every communicator block 0, and a finalize
+// never releases it (the others still call it): one block however many
+// communicators come and go. With work positions it is ignored (one WARN),
+// and finalized communicators' blocks are reused as without it.
+func TestSharedCtxBlockNeverReleased(t *testing.T) {
+	for _, tc := range []struct {
+		name, buffer string
+		ctxs, warns  int
+	}{
+		{"shared", "{slots: 1024}", 1, 0},
+		{"work", "{slots: 1024, overflow: overwrite_oldest, positions: work}", 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			prof := filepath.Join(dir, "p.yaml")
+			if err := os.WriteFile(prof, []byte("version: 1\nname: p\noutput: {dump_interval: 1h}\nhooks:\n  - name: all\n    fields: [timestamp, phase]\n    buffer: "+tc.buffer+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			l := &logs{}
+			s := session(t, lifecycle.Knobs{Profile: prof, Backend: "cpu", CC: "cc", DumpDir: dir, CacheDir: "off", SharedCtx: true}, l)
+			a := s.Init(0xa, "comm-a", 1, 2, 0, 7)
+			_, ctxA := s.DeviceHook(0, a)
+			ctxs := map[uintptr]bool{ctxA: true}
+			for i := range 20 {
+				id := s.Init(uint64(0x100+i), fmt.Sprintf("comm-%d", i), 1, 2, 1, 7)
+				_, c := s.DeviceHook(0, id)
+				ctxs[c] = true
+				if s.Blocks(0) > 2 {
+					t.Fatalf("communicator %d: %d blocks, 2 communicators alive", i, s.Blocks(0))
+				}
+				s.Finalize(id)
+				// The work module's block is released at the drain's
+				// next pass: wait for it, so the next communicator
+				// gets it back.
+				for deadline := time.Now().Add(10 * time.Second); tc.ctxs > 1 && s.FreeBlocks(0) == 0; time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatalf("communicator %d's block not released", i)
+					}
+				}
+			}
+			s.Finalize(a)
+			if len(ctxs) > tc.ctxs || tc.ctxs == 1 && s.Blocks(0) != 1 {
+				t.Errorf("%d distinct contexts, %d blocks: want at most %d", len(ctxs), s.Blocks(0), tc.ctxs)
+			}
+			if w := l.count("WARN"); w != tc.warns {
+				t.Errorf("%d WARN lines, want %d:\n%s", w, tc.warns, strings.Join(l.lines, "\n"))
+			}
+		})
 	}
 }

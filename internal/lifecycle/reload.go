@@ -36,8 +36,12 @@ const ReloadGrace = 2 * rings.DefaultTornTimeout
 
 // slot is one communicator's switch slot: the devCtx NCCL holds.
 type slot struct {
-	addr     uintptr
-	ctxIndex int // the context block it names in the active module (NCCL_HOOKS_SHARED_CTX: 0)
+	addr  uintptr
+	index int   // the communicator's index on the device (its blocks' headers name it)
+	c     *comm // nil: a getDeviceHook with no init before it (never finalized)
+	// blk is the context block it names in the active module (its slot
+	// there; -1: NCCL_HOOKS_SHARED_CTX's block 0).
+	blk int
 }
 
 // fileStat is what the watcher compares: a change of any is a reload.
@@ -225,32 +229,49 @@ func (s *Session) Reload(seen, changed time.Time) ReloadResult {
 	}
 	type flip struct {
 		ord                int
-		slot               uintptr
+		slot               *slot
+		blk                int // its block in the new module
 		entry, ctx         uintptr
 		prevEntry, prevCtx uintptr
 	}
 	var flips []flip
+	shared := s.knobs.SharedCtx && !m.Work
 	for ord, old := range s.devices {
 		d, err := LoadDevice(c, m, ord, s.names(), dr, s.jsonl.Clock)
 		if err != nil {
 			return undo(err)
 		}
 		newDevs[ord] = d
+		// Each live communicator gets a block in the new module, naming
+		// its index; the finalized ones have no switch slot left.
 		for _, sl := range s.slots[ord] {
-			ctx, err := d.CommCtx(sl.ctxIndex)
+			ctx, blk := uintptr(0), -1
+			if shared {
+				ctx, err = d.CommCtx(0)
+			} else {
+				blk, ctx, err = d.NewComm(sl.index)
+			}
 			if err != nil {
 				return undo(fmt.Errorf("device %d: %w", ord, err))
 			}
-			prevCtx, _ := old.CommCtx(sl.ctxIndex)
-			flips = append(flips, flip{ord: ord, slot: sl.addr, entry: d.Entry(), ctx: ctx, prevEntry: old.Entry(), prevCtx: prevCtx})
+			prevCtx, _ := old.CommCtx(max(sl.blk, 0))
+			flips = append(flips, flip{ord: ord, slot: sl, blk: blk, entry: d.Entry(), ctx: ctx, prevEntry: old.Entry(), prevCtx: prevCtx})
 		}
 	}
 	for i, f := range flips {
-		if err := s.sw.Set(f.ord, f.slot, f.entry, f.ctx); err != nil {
+		if err := s.sw.Set(f.ord, f.slot.addr, f.entry, f.ctx); err != nil {
 			for _, b := range flips[:i] { // back to the running module, whose drain goes on
-				s.sw.Set(b.ord, b.slot, b.prevEntry, b.prevCtx)
+				s.sw.Set(b.ord, b.slot.addr, b.prevEntry, b.prevCtx)
 			}
 			return undo(fmt.Errorf("device %d: switching: %w", f.ord, err))
+		}
+	}
+	for _, f := range flips {
+		// The blocks in the previous module stay as they are (it is never
+		// closed); a finalize now releases the new module's.
+		f.slot.blk = f.blk
+		if f.slot.c != nil {
+			f.slot.c.blk = f.blk
 		}
 	}
 	active := time.Now()
@@ -336,7 +357,7 @@ func (s *Session) refusedLines(refused []gpu.Refusal) {
 // that calls the active module's entry with its context block (s.mu held).
 // ok false: the switch could not be had; the module's own entry is handed
 // out instead, and the process cannot reload (one WARN).
-func (s *Session) switchHook(ord, index, ctxIndex int, entry, ctx uintptr) (uintptr, uintptr) {
+func (s *Session) switchHook(ord, index, blk int, c *comm, entry, ctx uintptr) (uintptr, uintptr) {
 	if s.unswitched {
 		return entry, ctx // said once: this process keeps its profile
 	}
@@ -361,7 +382,10 @@ func (s *Session) switchHook(ord, index, ctxIndex int, entry, ctx uintptr) (uint
 	}
 	sw, err := s.sw.Entry(ord)
 	var sl uintptr
-	if err == nil {
+	if free := s.freeSlots[ord]; err == nil && len(free) > 0 {
+		// A finalized communicator's: NCCL calls it no more.
+		sl, s.freeSlots[ord] = free[len(free)-1], free[:len(free)-1]
+	} else if err == nil {
 		sl, err = s.sw.NewSlot(ord)
 	}
 	if err == nil {
@@ -372,7 +396,11 @@ func (s *Session) switchHook(ord, index, ctxIndex int, entry, ctx uintptr) (uint
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: device %d: communicator %d gets the module's own entry, and the profile can no longer be reloaded in this process: %v", ord, index, err))
 		return entry, ctx
 	}
-	if len(s.slots[ord]) == 0 {
+	if !s.switchLogged[ord] {
+		if s.switchLogged == nil {
+			s.switchLogged = map[int]bool{}
+		}
+		s.switchLogged[ord] = true
 		how := "a host function of the plugin"
 		if g, ok := s.sw.(*gpu.Switch); ok {
 			if r, ok := g.Resources(ord); ok {
@@ -381,6 +409,10 @@ func (s *Session) switchHook(ord, index, ctxIndex int, entry, ctx uintptr) (uint
 		}
 		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: device %d: reload switch at %#x (%s): NCCL gets it and a slot per communicator; each call loads its slot, then the active pair, and calls that module's entry (NCCL_HOOKS_RELOAD)", ord, sw, how))
 	}
-	s.slots[ord] = append(s.slots[ord], slot{addr: sl, ctxIndex: ctxIndex})
+	x := &slot{addr: sl, index: index, c: c, blk: blk}
+	s.slots[ord] = append(s.slots[ord], x)
+	if c != nil {
+		c.sw = x
+	}
 	return sw, sl
 }

@@ -130,3 +130,60 @@ func TestReloadSession(t *testing.T) {
 		t.Errorf("after the profile line, want the new hook's dump_stats and none of the old one's")
 	}
 }
+
+// Context blocks and switch slots are reused across a live reload: before
+// and after it, communicators made and finalized one after another beside
+// one that lives throughout hold at most two blocks in the active module,
+// and a finalized communicator's switch slot goes to the next one, never
+// to a live one; the reload gives the live communicator a block in the new
+// module, and a finalize after it releases that module's block.
+func TestReloadReusesBlocksAndSlots(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "p.yaml")
+	write := func(body string) {
+		t.Helper()
+		if err := os.WriteFile(prof+".tmp", []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(prof+".tmp", prof); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("version: 1\nname: p\nhooks:\n  - name: all\n    fields: [timestamp, phase, comm]\n")
+	l := &logs{}
+	s := session(t, lifecycle.Knobs{Profile: prof, Backend: "cpu", CC: "cc", DumpDir: dir, CacheDir: "off", Reload: time.Hour}, l)
+	a := s.Init(0xa, "comm-a", 1, 2, 0, 7)
+	_, ctxA := s.DeviceHook(0, a)
+	churn := func(from int) {
+		t.Helper()
+		slots := map[uintptr]bool{}
+		for i := range 40 {
+			id := s.Init(uint64(from+i), fmt.Sprintf("comm-%d", from+i), 1, 2, 1, 7)
+			_, c := s.DeviceHook(0, id)
+			if c == 0 || c == ctxA {
+				t.Fatalf("communicator %d: switch slot %#x (a's: %#x)", from+i, c, ctxA)
+			}
+			slots[c] = true
+			if n := s.Blocks(0); n > 2 {
+				t.Fatalf("communicator %d: %d blocks with 2 communicators alive", from+i, n)
+			}
+			s.Finalize(id)
+		}
+		if len(slots) != 1 {
+			t.Errorf("%d switch slots for 40 communicators made one after another, want 1 reused", len(slots))
+		}
+	}
+	churn(0x100)
+	write("version: 1\nname: p2\nhooks:\n  - name: two\n    fields: [timestamp, workCounter, comm]\n")
+	if r := s.Reload(time.Now(), time.Now()); !r.Swapped {
+		t.Fatalf("reload: %+v\n%s", r, strings.Join(l.lines, "\n"))
+	}
+	if n := s.Blocks(0); n != 1 {
+		t.Errorf("the new module has %d blocks, want 1 (communicator a's)", n)
+	}
+	churn(0x200)
+	s.Finalize(a)
+	if w := l.count("WARN"); w != 0 {
+		t.Errorf("%d WARN lines:\n%s", w, strings.Join(l.lines, "\n"))
+	}
+}

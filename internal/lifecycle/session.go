@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,8 +91,10 @@ type Session struct {
 	watching       bool
 	sw             backend.Switch
 	switchFailed   bool
-	unswitched     bool // a communicator got a module's own entry: no reload
-	slots          map[int][]slot
+	unswitched     bool              // a communicator got a module's own entry: no reload
+	slots          map[int][]*slot   // the live communicators' switch slots, by device
+	freeSlots      map[int][]uintptr // switch slots of finalized communicators, for the next ones
+	switchLogged   map[int]bool      // the switch's INFO was logged, by device
 	epoch          int
 	retiredDevices []backend.Device
 	reloadWarned   string // the failing version last warned about
@@ -111,6 +114,12 @@ type comm struct {
 	hookAsked bool // getDeviceHook gave it its context: index on device
 	device    int
 	index     int
+	// blk is the slot of its context block in the active module's device
+	// (backend.Device.NewComm), released at its finalize for reuse; -1:
+	// it has none of its own (NCCL_HOOKS_SHARED_CTX's block 0).
+	blk int
+	// sw is its switch slot (NCCL_HOOKS_RELOAD), nil without one.
+	sw *slot
 }
 
 func (c *comm) String() string {
@@ -449,54 +458,60 @@ func (s *Session) DeviceHook(ord int, commID uint64) (hook, ctx uintptr) {
 			return 0, 0
 		}
 	}
-	cctx, index, ok := s.attach(d, ord, c)
+	cctx, index, blk, ok := s.attach(d, ord, c)
 	if !ok {
 		return 0, 0
 	}
 	if s.knobs.Reload > 0 {
-		return s.switchHook(ord, index, s.ctxIndex(index), d.Entry(), cctx)
+		return s.switchHook(ord, index, blk, c, d.Entry(), cctx)
 	}
 	return d.Entry(), cctx
 }
 
-// ctxIndex is the context block communicator index is given
-// (NCCL_HOOKS_SHARED_CTX: communicator 0's, but with work positions).
-func (s *Session) ctxIndex(index int) int {
-	if s.knobs.SharedCtx && !s.module.Work {
-		return 0
+// sharedCtx says whether every communicator is given block 0
+// (NCCL_HOOKS_SHARED_CTX, but with work positions).
+func (s *Session) sharedCtx() bool { return s.knobs.SharedCtx && !s.module.Work }
+
+// commBlock gives communicator index a context block on device d: the
+// lowest free slot (backend.Device.NewComm), or block 0 with
+// NCCL_HOOKS_SHARED_CTX (blk -1: not its own, never released).
+func (s *Session) commBlock(d backend.Device, index int) (ctx uintptr, blk int, err error) {
+	if s.sharedCtx() {
+		ctx, err = d.CommCtx(0)
+		return ctx, -1, err
 	}
-	return index
+	blk, ctx, err = d.NewComm(index)
+	return ctx, blk, err
 }
 
 // attach gives communicator c (nil: a getDeviceHook with no init before it)
-// the next index on device d and a context of its own, and writes its comm
-// line.
-func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index int, ok bool) {
+// the next index on device d and a context block (the lowest free slot),
+// and writes its comm line.
+func (s *Session) attach(d backend.Device, ord int, c *comm) (ctx uintptr, index, blk int, ok bool) {
 	index = s.commsOnDevice[ord]
-	ctxIndex := s.ctxIndex(index)
 	if s.knobs.SharedCtx && s.module.Work && !s.sharedCtxIgnored {
 		s.sharedCtxIgnored = true
 		s.env.Log(LogWarn, "ncclhooks: NCCL_HOOKS_SHARED_CTX=1 is ignored: with positions: work each communicator's block holds its own regions, one writer each")
 	}
-	cctx, err := d.CommCtx(ctxIndex)
+	cctx, blk, err := s.commBlock(d, index)
 	if err != nil {
 		// Only this communicator goes without a hook.
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: device %d: no hook for communicator %d: %v", ord, index, err))
-		return 0, index, false
+		return 0, index, -1, false
 	}
 	s.commsOnDevice[ord] = index + 1
 	info := sinks.Comm{Device: ord, Index: index, UUID: d.Identity().UUID}
 	desc := fmt.Sprintf("communicator %d", index) // getDeviceHook with no init before it
 	if c != nil {
-		c.hookAsked, c.device, c.index = true, ord, index
+		c.hookAsked, c.device, c.index, c.blk = true, ord, index, blk
 		info.ID, info.Name, info.Rank, info.NRanks, info.NNodes = c.commID, c.name, c.rank, c.nRanks, c.nNodes
 		desc = c.String()
 	}
 	if err := s.jsonl.Comm(info); err != nil {
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: writing the comm line: %v", err))
 	}
-	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: device %d, comm index %d, hook %#x ctx %#x", desc, ord, index, d.Entry(), cctx))
-	return cctx, index, true
+	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: device %d, comm index %d (context block %d of %d), hook %#x ctx %#x", desc, ord, index, blk, d.Comms(), d.Entry(), cctx))
+	return cctx, index, blk, true
 }
 
 // identifyDevice names device ord's GPU and the rank of c (its first
@@ -722,13 +737,8 @@ func (s *Session) Finalize(id uint64) {
 	if len(s.comms) == 0 {
 		s.waitBudget() // its INFO line is the job's, even where no hook was asked for
 	}
+	s.retire(c, desc)
 	if len(s.comms) > 0 {
-		if c.hookAsked && s.module != nil && s.module.Work {
-			// Its hooks no longer run: the drain settles its regions
-			// and polls them no more.
-			s.drainer.Retire(c.device, c.index)
-			s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s finalized: its regions on device %d (comm index %d) are settled at the next pass and polled no more", desc, c.device, c.index))
-		}
 		return
 	}
 	// The settle writes to storage that may be slow or hung (a network file
@@ -749,6 +759,32 @@ func (s *Session) Finalize(id uint64) {
 				desc, s.finalizeTimeout(), s.jsonl.Path()))
 		}
 	}
+}
+
+// retire hands finalized communicator c's context block back for reuse
+// (s.mu held): NCCL runs none of its kernels after its finalize. With work
+// positions the drain first settles its regions (at its next pass, or in
+// the settle of the last finalize, which follows); its switch slot, which
+// NCCL no longer calls, goes to the next communicator on its device.
+func (s *Session) retire(c *comm, desc string) {
+	if !c.hookAsked {
+		return
+	}
+	if c.sw != nil {
+		s.slots[c.device] = slices.DeleteFunc(s.slots[c.device], func(x *slot) bool { return x == c.sw })
+		s.freeSlots[c.device] = append(s.freeSlots[c.device], c.sw.addr)
+		c.sw = nil
+	}
+	if c.blk < 0 || s.devices[c.device] == nil {
+		return
+	}
+	s.drainer.Retire(c.device, c.blk)
+	what := "its context block is reused by the next communicator on the device"
+	if s.module.Work {
+		what = "its regions are settled at the drain's next pass, polled no more, and then its block is reused by the next communicator on the device"
+	}
+	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s finalized (device %d, comm index %d, context block %d): %s", desc, c.device, c.index, c.blk, what))
+	c.blk = -1
 }
 
 // warnLost logs one WARN at the last finalize when events were lost (the

@@ -56,6 +56,20 @@ type consumer struct {
 	retireSeen     int
 	retiring       []int
 	retiredRecords uint64
+	// Reused blocks (backend.Device.NewComm): commIndex is the
+	// communicator a slot's block serves (-1: free); released counts the
+	// device's ReleaseComm calls by slot, made by settled once every
+	// consumer of the device settled the slot's regions (a consumer makes
+	// a slot's cursors again only after the block was reset); bornAt is
+	// released's count when this consumer made the slot's cursors.
+	commIndex func(slot int) int
+	released  *[]uint64
+	bornAt    []uint64
+	settled   func(slot int)
+	// commPatch are the ring payload bytes that hold the hook's comm field
+	// (work positions: the device writes the slot, devCtx's low bits, and
+	// the drain writes the communicator's index over it).
+	commPatch []commByte
 
 	start uint64 // head when the device was added: positions before it belong to an earlier drainer
 	pos   uint64 // next undecided position
@@ -136,6 +150,9 @@ func newConsumer(info *hookgen.HookInfo, device int, slots []uint64, holes []uin
 			k.funcField, k.funcMember = i, idMemberOf(f.Type)
 			break
 		}
+	}
+	if k.work {
+		k.commPatch = commBytes(&info.Layout)
 	}
 	return k, nil
 }

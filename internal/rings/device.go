@@ -20,9 +20,14 @@ type device struct {
 	agg       []uint64
 	consumers []*consumer
 	retired   *retirements // communicators finalized (Retire)
-	ctlErr    bool         // a failed ReadCtl was logged
-	ctlFailed bool         // the last ReadCtl failed: its host memory is not read (burst, lightPass)
-	aggErr    bool         // a failed ReadAgg or decode was logged
+	// settledBy counts, by slot, the consumers that settled its retired
+	// regions; released how often each slot's block was reset for reuse
+	// (ReleaseComm, once all have). Under passMu.
+	settledBy, released []uint64
+	releaseErr          bool // a failed ReleaseComm was logged
+	ctlErr              bool // a failed ReadCtl was logged
+	ctlFailed           bool // the last ReadCtl failed: its host memory is not read (burst, lightPass)
+	aggErr              bool // a failed ReadAgg or decode was logged
 	// lastHeads are the heads of the last successful read; settledHeads
 	// those of the last final pass (nil before one).
 	lastHeads, settledHeads []uint64
@@ -73,6 +78,9 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 			k.regionsOf = func(comm int) []uint64 { return dev.Regions(comm, h) }
 			k.comms = dev.Comms
 			k.retirements = dv.retired
+			k.commIndex = dev.CommIndex
+			k.released = &dv.released
+			k.settled = func(slot int) { d.settledSlot(dv, slot) }
 			if info.Hook != nil && info.Hook.DrainAggregates() {
 				k.drainAggs = newDrainAggs(m, info.Name, dv.agg)
 			}
@@ -100,18 +108,60 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 	return nil
 }
 
-// Retire says that communicator comm of device ordinal was finalized: its
-// hooks no longer run. With work positions, its regions are settled at the
-// next pass, as the final drain settles every region, and then polled no
-// more; a process that makes and finalizes communicators one after another
-// polls only those alive. It does not wait for that pass, and does nothing
-// for a device without work positions or one not added.
+// Retire says that the communicator of slot comm of device ordinal was
+// finalized: its hooks no longer run. Its context block is then released
+// for reuse (backend.Device.ReleaseComm): at once where the records lie in
+// the shared buffers, which the block does not hold; with work positions,
+// once every hook's regions in it are settled, at the next pass, as the
+// final drain settles every region (a process that makes and finalizes
+// communicators one after another polls only those alive, and reuses
+// their blocks). It does not wait for that pass, and does nothing for a
+// device not added.
 func (d *Drainer) Retire(ordinal, comm int) {
 	for _, dv := range *d.devices.Load() {
-		if dv.ordinal == ordinal && dv.mod.Work {
+		if dv.ordinal != ordinal {
+			continue
+		}
+		if dv.mod.Work {
 			dv.retired.add(comm)
+			continue
+		}
+		d.release(dv, comm)
+	}
+}
+
+// settledSlot counts one consumer of dv that settled slot's retired
+// regions; the last one releases the block (passMu held).
+func (d *Drainer) settledSlot(dv *device, slot int) {
+	for len(dv.settledBy) <= slot {
+		dv.settledBy, dv.released = append(dv.settledBy, 0), append(dv.released, 0)
+	}
+	dv.settledBy[slot]++
+	work := 0
+	for _, k := range dv.consumers {
+		if k.work {
+			work++
 		}
 	}
+	if dv.settledBy[slot] < uint64(work) {
+		return
+	}
+	dv.settledBy[slot] = 0
+	if d.release(dv, slot) {
+		// Its cursors are made again, on the reset block (addRegions).
+		dv.released[slot]++
+	}
+}
+
+// release hands slot's block back to the device for reuse; false (logged
+// once) when the device refused it, which then keeps the block.
+func (d *Drainer) release(dv *device, slot int) bool {
+	err := dv.dev.ReleaseComm(slot)
+	if err != nil && !dv.releaseErr {
+		dv.releaseErr = true
+		d.log(LogWarn, fmt.Sprintf("ncclhooks: device %d: the context block of a finalized communicator (slot %d) is not reused, a new one is made for the next: %v", dv.ordinal, slot, err))
+	}
+	return err == nil
 }
 
 // Retired are the communicators of device ordinal retired so far (Retire),

@@ -3,6 +3,7 @@ package rings
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,6 +34,10 @@ type fakeDevice struct {
 	// CommCtx.
 	workMu sync.Mutex
 	work   [][][]uint64
+	// index is the communicator each block serves (-1: free, ReleaseComm);
+	// releases counts ReleaseComm calls.
+	index    []int
+	releases int
 }
 
 func (f *fakeDevice) shutdownErr() error {
@@ -58,13 +63,60 @@ func (f *fakeDevice) CommCtx(comm int) (uintptr, error) {
 	f.workMu.Lock()
 	defer f.workMu.Unlock()
 	for f.m.Work && len(f.work) <= comm {
-		var block [][]uint64
-		for h := range f.m.Hooks {
-			block = append(block, make([]uint64, f.m.RegionWords(h)))
-		}
-		f.work = append(f.work, block)
+		f.newBlock()
+	}
+	if comm < len(f.index) && f.index[comm] < 0 {
+		f.index[comm] = comm
 	}
 	return 0, nil
+}
+
+// newBlock makes the next block, serving the communicator of its index
+// (workMu held).
+func (f *fakeDevice) newBlock() {
+	var block [][]uint64
+	for h := range f.m.Hooks {
+		block = append(block, make([]uint64, f.m.RegionWords(h)))
+	}
+	f.work = append(f.work, block)
+	f.index = append(f.index, len(f.index))
+}
+
+func (f *fakeDevice) NewComm(index int) (int, uintptr, error) {
+	f.workMu.Lock()
+	defer f.workMu.Unlock()
+	slot := slices.Index(f.index, -1)
+	if slot < 0 {
+		f.newBlock()
+		slot = len(f.index) - 1
+	}
+	f.index[slot] = index
+	return slot, 0, nil
+}
+
+func (f *fakeDevice) ReleaseComm(slot int) error {
+	f.workMu.Lock()
+	defer f.workMu.Unlock()
+	if slot < 0 || slot >= len(f.index) || f.index[slot] < 0 {
+		return nil
+	}
+	for _, r := range f.work[slot] {
+		for i := range r {
+			atomic.StoreUint64(&r[i], 0)
+		}
+	}
+	f.index[slot] = -1
+	f.releases++
+	return nil
+}
+
+func (f *fakeDevice) CommIndex(slot int) int {
+	f.workMu.Lock()
+	defer f.workMu.Unlock()
+	if slot < 0 || slot >= len(f.index) {
+		return -1
+	}
+	return f.index[slot]
 }
 func (f *fakeDevice) Slots(h int) []uint64 { return f.slots[h] }
 func (f *fakeDevice) Comms() int {

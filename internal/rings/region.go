@@ -55,6 +55,11 @@ type regionCursor struct {
 	agg                  *drainAggs
 	channel, comm        int
 	startedAt, startTime uint64
+	// slot is the block the region lies in; comm the communicator it
+	// serves (consumer.resolveComm), whose index patch writes over the
+	// slot the device wrote in the records' comm field.
+	slot  int
+	patch []commByte
 }
 
 func newRegionCursor(slots []uint64, n uint64, c int) *regionCursor {
@@ -169,6 +174,9 @@ func (r *regionCursor) emitRun(ring *Ring) uint64 {
 		want := min(room-n, r.n-j, ring.mask+1-i)
 		got := copyRecords(ring.seqs[i:i+want], ring.payloads[int(i)*ring.stride:int(i+want)*ring.stride],
 			r.slots[int(j)*r.c:int(j+want)*r.c], p, r.c)
+		if len(r.patch) > 0 && r.comm != r.slot {
+			patchComm(ring.payloads, ring.stride, int(i), int(got), r.patch, r.comm)
+		}
 		n += got
 		if got < want {
 			break

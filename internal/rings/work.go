@@ -1,6 +1,11 @@
 package rings
 
-import "sync"
+import (
+	"slices"
+	"sync"
+
+	"github.com/ncclhooks/ncclhooks/internal/hookgen"
+)
 
 // The drain of hooks with work positions (hookgen.HookInfo.Work): one
 // regionCursor per (communicator, channel), over the regions in each
@@ -12,21 +17,69 @@ import "sync"
 // undecided one lie within 128 of it.
 const workLookahead = 256
 
-// addRegions adds the cursors of the communicators whose blocks were made
-// since the last pass, RegionChannels of them each.
+// addRegions adds the cursors of the slots whose blocks were made since
+// the last pass, RegionChannels of them each, and makes again those of a
+// slot whose block was reset for reuse since this consumer retired its
+// cursors (settled, backend.Device.ReleaseComm).
 func (k *consumer) addRegions() {
-	for c := len(k.regions) / regionChannels; c < k.comms(); c++ {
-		view := k.regionsOf(c)
-		if len(view) != regionChannels*int(k.n)*k.chunks {
-			return // not made yet, or the device is closing
-		}
-		w := int(k.n) * k.chunks
-		for ch := range regionChannels {
-			r := newRegionCursor(view[ch*w:(ch+1)*w:(ch+1)*w], k.n, k.chunks)
-			r.agg, r.channel, r.comm = k.drainAggs, ch, c
-			k.regions = append(k.regions, r)
+	for c := range len(k.regions) / regionChannels {
+		if k.regions[c*regionChannels] == nil && k.releasedOf(c) > k.bornAt[c] {
+			if !k.makeRegions(c) {
+				return
+			}
 		}
 	}
+	for c := len(k.regions) / regionChannels; c < k.comms(); c++ {
+		if !k.makeRegions(c) {
+			return
+		}
+	}
+}
+
+// makeRegions makes slot c's cursors, appended or in place of retired
+// ones; false when its block is not made yet, or the device is closing.
+func (k *consumer) makeRegions(c int) bool {
+	view := k.regionsOf(c)
+	if len(view) != regionChannels*int(k.n)*k.chunks {
+		return false
+	}
+	w := int(k.n) * k.chunks
+	if len(k.regions) <= c*regionChannels {
+		k.regions = append(k.regions, make([]*regionCursor, regionChannels)...)
+		k.bornAt = append(k.bornAt, 0)
+	}
+	k.bornAt[c] = k.releasedOf(c)
+	for ch := range regionChannels {
+		r := newRegionCursor(view[ch*w:(ch+1)*w:(ch+1)*w], k.n, k.chunks)
+		r.agg, r.channel, r.slot, r.comm = k.drainAggs, ch, c, -1
+		r.patch = k.commPatch
+		k.regions[c*regionChannels+ch] = r
+	}
+	return true
+}
+
+// releasedOf is how many times slot c's block was reset for reuse.
+func (k *consumer) releasedOf(c int) uint64 {
+	if k.released == nil || c >= len(*k.released) {
+		return 0
+	}
+	return (*k.released)[c]
+}
+
+// resolveComm sets r.comm to the communicator its slot's block serves, as
+// long as the cursor has decided nothing: a block made at load serves
+// communicator 0 until the first NewComm takes it, and no record is
+// written before the block is claimed. false: the slot is free, nothing
+// is written there.
+func (k *consumer) resolveComm(r *regionCursor) bool {
+	if r.comm >= 0 && r.pos != regionFirst {
+		return true
+	}
+	r.comm = r.slot // fixed mapping (a device without commIndex: tests)
+	if k.commIndex != nil {
+		r.comm = k.commIndex(r.slot)
+	}
+	return r.comm >= 0
 }
 
 // drainWork decides, region by region, what the stamps decide
@@ -43,6 +96,9 @@ func (k *consumer) drainWork(ps *pass) passResult {
 		}
 		if !ps.final && !r.reached() {
 			continue // idle: one load, where take costs a ring's bookkeeping
+		}
+		if !k.resolveComm(r) {
+			continue // a free slot
 		}
 		before := *r
 		var n uint64
@@ -149,9 +205,13 @@ func (k *consumer) retire(ps *pass, res *passResult) {
 			if r == nil {
 				continue
 			}
-			before := *r
-			n, settled := k.settleRegion(r, ps)
-			k.account(r, &before, n, ps, res)
+			var n uint64
+			settled := true
+			if k.resolveComm(r) {
+				before := *r
+				n, settled = k.settleRegion(r, ps)
+				k.account(r, &before, n, ps, res)
+			}
 			if !settled {
 				done = false
 				continue
@@ -161,6 +221,10 @@ func (k *consumer) retire(ps *pass, res *passResult) {
 		}
 		if !done {
 			left = append(left, c)
+			continue
+		}
+		if k.settled != nil {
+			k.settled(c)
 		}
 	}
 	k.retiring = left
@@ -174,8 +238,16 @@ func (k *consumer) workNextWritten() bool {
 			return true
 		}
 	}
-	// A communicator made since the last pass.
-	return len(k.regions) < regionChannels*k.comms()
+	// A block made since the last pass, or one reset for reuse.
+	if len(k.regions) < regionChannels*k.comms() {
+		return true
+	}
+	for c := range len(k.regions) / regionChannels {
+		if k.regions[c*regionChannels] == nil && k.releasedOf(c) > k.bornAt[c] {
+			return true
+		}
+	}
+	return false
 }
 
 // regionRecords is how many records the cursors took complete, retired
@@ -228,4 +300,44 @@ func (rt *retirements) since(seen *int) []int {
 	out := rt.comms[*seen:len(rt.comms):len(rt.comms)]
 	*seen = len(rt.comms)
 	return out
+}
+
+// commByte is one byte of a record's comm field in the ring's payload (a
+// slot's stored chunks, 4 bytes each): byte shift/8 of the value.
+type commByte struct {
+	at    int
+	shift uint
+}
+
+// commBytes are the ring payload bytes of layout l's comm fields, or nil:
+// an integer comm field holds the index's low bytes, as the device writes
+// it (a float one is left as written).
+func commBytes(l *hookgen.Layout) []commByte {
+	stored := l.Stored()
+	var out []commByte
+	for _, f := range l.Fields {
+		if f.Source != "comm" || f.Type.IsFloat() {
+			continue
+		}
+		for b := range f.Type.Bytes() {
+			o := f.Offset + b
+			i := slices.Index(stored, o/4)
+			if i < 0 {
+				continue
+			}
+			out = append(out, commByte{at: 4*i + o%4, shift: uint(8 * b)})
+		}
+	}
+	return out
+}
+
+// patchComm writes comm over the comm field of the n records of ring
+// payload from index i on (the device wrote the slot).
+func patchComm(payloads []byte, stride, i, n int, patch []commByte, comm int) {
+	for x := range n {
+		rec := payloads[(i+x)*stride:]
+		for _, b := range patch {
+			rec[b.at] = byte(uint64(comm) >> b.shift)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,10 +37,17 @@ type device struct {
 
 	ctxAddrs hookgen.CtxAddrs // what a block's header holds, but for its comm
 	blockMu  sync.Mutex
-	blocks   []unsafe.Pointer // the context block of communicator i (Module.Block)
+	blocks   []unsafe.Pointer // the context block of slot i (Module.Block)
+	index    []int            // the communicator index slot i serves (its header's comm), -1: free
 	extra    []unsafe.Pointer // blocks beyond the arena, allocated apart (a profile that records nothing; Work modules' blocks)
 	funcSets [][]uint32       // written into every block, also those made later
 	aggCells []uint64         // one block's cells, read by ReadAgg
+	// folded are the aggregation cells of the communicators released so
+	// far (ReleaseComm), in the host's layout: ReadAgg starts from them.
+	folded []uint64
+	// loadSlot: slot 0, made at load to serve communicator 0 (Ctx), has
+	// not been asked for since: the first NewComm takes it.
+	loadSlot bool
 }
 
 var errClosed = errors.New("cpu backend: device is closed")
@@ -81,7 +89,10 @@ func (d *device) allocate() error {
 			atomic.StoreUint64(d.ctlWord(len(d.m.Hooks)+h.Index), uint64(h.Slots))
 		}
 	}
+	// Slot 0's block is made at load (Ctx) and serves communicator 0 until
+	// the first NewComm takes it.
 	_, err := d.CommCtx(0)
+	d.loadSlot = true
 	return err
 }
 
@@ -92,7 +103,7 @@ func (d *device) ctlWord(i int) *uint64 {
 func (d *device) Ordinal() int   { return d.ordinal }
 func (d *device) Entry() uintptr { return uintptr(d.mod.entry) }
 
-// Ctx is the context block of communicator 0, made at load.
+// Ctx is the context block of slot 0, made at load.
 func (d *device) Ctx() uintptr {
 	d.blockMu.Lock()
 	defer d.blockMu.Unlock()
@@ -102,10 +113,9 @@ func (d *device) Ctx() uintptr {
 	return d.ctxOf(0)
 }
 
-// CommCtx returns the context block of communicator comm, making the blocks
-// up to it: zeroed C memory with the header and the function-id sets written,
-// in the arena while it has room (a recording profile's must be: its hooks
-// find the control words by masking devCtx).
+// CommCtx returns the context block of slot comm, making the blocks up to
+// it; a slot made or found free here serves communicator index comm
+// (backend.Device.CommCtx).
 func (d *device) CommCtx(comm int) (uintptr, error) {
 	if comm < 0 {
 		return 0, fmt.Errorf("cpu backend: communicator index %d", comm)
@@ -115,49 +125,150 @@ func (d *device) CommCtx(comm int) (uintptr, error) {
 	if d.mod.handle == nil {
 		return 0, errClosed
 	}
-	for len(d.blocks) <= comm && d.m.Work {
-		p, err := d.newWorkBlock(len(d.blocks))
-		if err != nil {
+	for len(d.blocks) <= comm {
+		if err := d.makeBlock(); err != nil {
 			return 0, err
 		}
-		d.blocks = append(d.blocks, p)
 	}
-	for len(d.blocks) <= comm {
-		a := d.ctxAddrs
-		a.Comm = len(d.blocks)
-		hdr := d.m.EncodeCtx(a)
-		off, inArena, err := d.m.BlockOffset(a.Comm)
-		if err != nil {
-			return 0, fmt.Errorf("cpu backend: %w", err)
-		}
-		p := unsafe.Add(d.arena, off) // zeroed with the arena
-		if !inArena {
-			if p = C.calloc(C.size_t(d.m.Block.Bytes), 1); p == nil {
-				return 0, fmt.Errorf("cpu backend: out of memory for the context block of communicator %d (%d bytes)", a.Comm, d.m.Block.Bytes)
-			}
-			d.extra = append(d.extra, p)
-		}
-		C.memcpy(p, unsafe.Pointer(&hdr[0]), C.size_t(len(hdr)))
-		d.storeFuncSets(p)
-		d.blocks = append(d.blocks, p)
+	if d.index[comm] < 0 {
+		d.claim(comm, comm)
+	}
+	if comm == 0 {
+		d.loadSlot = false // asked for: no NewComm takes it
 	}
 	return d.ctxOf(comm), nil
 }
 
-// newWorkBlock makes the block of a Work module's communicator: its
-// regions, zeroed and aligned; devCtx is its address plus comm
+// NewComm gives communicator index the lowest free slot, else a new one
+// (backend.Device.NewComm).
+func (d *device) NewComm(index int) (slot int, ctx uintptr, err error) {
+	if index < 0 {
+		return 0, 0, fmt.Errorf("cpu backend: communicator index %d", index)
+	}
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if d.mod.handle == nil {
+		return 0, 0, errClosed
+	}
+	slot = slices.Index(d.index, -1)
+	if d.loadSlot {
+		slot, d.loadSlot = 0, false
+	}
+	if slot < 0 {
+		if err := d.makeBlock(); err != nil {
+			return 0, 0, err
+		}
+		slot = len(d.blocks) - 1
+	}
+	d.claim(slot, index)
+	return slot, d.ctxOf(slot), nil
+}
+
+// ReleaseComm adds slot's aggregation cells into the device's running
+// totals and resets its block to what a new one holds: zeroed (pairing
+// table, cells, regions) with the function-id sets written; the header is
+// written when a communicator claims it (backend.Device.ReleaseComm). The
+// hooks must no longer run with its devCtx, and its regions must be
+// drained.
+func (d *device) ReleaseComm(slot int) error {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if d.mod.handle == nil {
+		return errClosed
+	}
+	if slot < 0 || slot >= len(d.blocks) || d.index[slot] < 0 {
+		return nil
+	}
+	b := d.blocks[slot]
+	if n := d.m.Block.AggWords; n > 0 {
+		if d.folded == nil {
+			d.folded = make([]uint64, d.m.AggWords)
+		}
+		d.m.AddAgg(d.folded, d.index[slot], d.loadCells(b))
+	}
+	C.memset(b, 0, C.size_t(d.m.Block.Bytes))
+	d.writeHeader(slot, slot) // as CommCtx(slot) makes it
+	if !d.m.Work {
+		d.storeFuncSets(b)
+	}
+	d.index[slot] = -1
+	return nil
+}
+
+// CommIndex is the communicator index slot serves, -1 while free.
+func (d *device) CommIndex(slot int) int {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if slot < 0 || slot >= len(d.index) {
+		return -1
+	}
+	return d.index[slot]
+}
+
+// makeBlock makes the next slot's block, free (blockMu held): zeroed C
+// memory with the function-id sets written, in the arena while it has room
+// (a recording profile's must be: its hooks find the control words by
+// masking devCtx); a Work module's regions, aligned, apart.
+func (d *device) makeBlock() error {
+	slot := len(d.blocks)
+	if d.m.Work {
+		p, err := d.newWorkBlock(slot)
+		if err != nil {
+			return err
+		}
+		d.blocks, d.index = append(d.blocks, p), append(d.index, -1)
+		return nil
+	}
+	off, inArena, err := d.m.BlockOffset(slot)
+	if err != nil {
+		return fmt.Errorf("cpu backend: %w", err)
+	}
+	p := unsafe.Add(d.arena, off) // zeroed with the arena
+	if !inArena {
+		if p = C.calloc(C.size_t(d.m.Block.Bytes), 1); p == nil {
+			return fmt.Errorf("cpu backend: out of memory for context block %d (%d bytes)", slot, d.m.Block.Bytes)
+		}
+		d.extra = append(d.extra, p)
+	}
+	d.blocks, d.index = append(d.blocks, p), append(d.index, -1)
+	d.writeHeader(slot, slot)
+	d.storeFuncSets(p)
+	return nil
+}
+
+// claim makes free slot serve communicator index (blockMu held): its
+// header names it. A Work block has no header: its devCtx names the slot.
+func (d *device) claim(slot, index int) {
+	d.index[slot] = index
+	d.writeHeader(slot, index)
+}
+
+// writeHeader writes slot's header, naming communicator index (blockMu
+// held); a Work block has none.
+func (d *device) writeHeader(slot, index int) {
+	if d.m.Work {
+		return
+	}
+	a := d.ctxAddrs
+	a.Comm = index
+	hdr := d.m.EncodeCtx(a)
+	C.memcpy(d.blocks[slot], unsafe.Pointer(&hdr[0]), C.size_t(len(hdr)))
+}
+
+// newWorkBlock makes the block of a Work module's slot: its regions,
+// zeroed and aligned; devCtx is its address plus the slot
 // (hookgen.WorkCtx).
-func (d *device) newWorkBlock(comm int) (unsafe.Pointer, error) {
-	if err := hookgen.WorkComm(comm); err != nil { // before its memory is taken
+func (d *device) newWorkBlock(slot int) (unsafe.Pointer, error) {
+	if err := hookgen.WorkComm(slot); err != nil { // before its memory is taken
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
 	n := d.m.Block.Bytes
 	p := C.aligned_alloc(hookgen.WorkBlockAlign, C.size_t(n))
 	if p == nil {
-		return nil, fmt.Errorf("cpu backend: out of memory for the regions of communicator %d (%d bytes)", comm, n)
+		return nil, fmt.Errorf("cpu backend: out of memory for the regions of block %d (%d bytes)", slot, n)
 	}
 	C.memset(p, 0, C.size_t(n))
-	if _, err := hookgen.WorkCtx(uintptr(p), comm); err != nil {
+	if _, err := hookgen.WorkCtx(uintptr(p), slot); err != nil {
 		C.free(p)
 		return nil, fmt.Errorf("cpu backend: %w", err)
 	}
@@ -165,25 +276,25 @@ func (d *device) newWorkBlock(comm int) (unsafe.Pointer, error) {
 	return p, nil
 }
 
-// ctxOf is the devCtx of communicator comm (blockMu held): its block, plus
-// its index for a Work module (hookgen.WorkCtx).
-func (d *device) ctxOf(comm int) uintptr {
-	p := uintptr(d.blocks[comm])
+// ctxOf is the devCtx of slot (blockMu held): its block, plus the slot for
+// a Work module (hookgen.WorkCtx).
+func (d *device) ctxOf(slot int) uintptr {
+	p := uintptr(d.blocks[slot])
 	if d.m.Work {
-		p += uintptr(comm)
+		p += uintptr(slot)
 	}
 	return p
 }
 
-// Comms is how many communicators have a block (CommCtx).
+// Comms is how many blocks the device has made (slots, free ones included).
 func (d *device) Comms() int {
 	d.blockMu.Lock()
 	defer d.blockMu.Unlock()
 	return len(d.blocks)
 }
 
-// Regions is the view of hook h's regions in communicator comm's block
-// (Work modules; nil otherwise, or before the block is made).
+// Regions is the view of hook h's regions in slot comm's block (Work
+// modules; nil otherwise, or before the block is made).
 func (d *device) Regions(comm, h int) []uint64 {
 	d.blockMu.Lock()
 	defer d.blockMu.Unlock()
@@ -234,7 +345,8 @@ func (d *device) WriteLimit(h int, limit uint64) error {
 	return nil
 }
 
-// ReadAgg adds up the communicators' aggregation cells (Module.AddAgg).
+// ReadAgg adds up the running totals of the released communicators and
+// the live blocks' aggregation cells (Module.AddAgg).
 func (d *device) ReadAgg(dst []uint64) error {
 	d.blockMu.Lock()
 	defer d.blockMu.Unlock()
@@ -245,19 +357,28 @@ func (d *device) ReadAgg(dst []uint64) error {
 		return fmt.Errorf("cpu backend: ReadAgg needs %d words, got %d", d.m.AggWords, len(dst))
 	}
 	clear(dst[:d.m.AggWords])
+	copy(dst, d.folded)
+	for slot, b := range d.blocks {
+		if d.index[slot] >= 0 {
+			d.m.AddAgg(dst, d.index[slot], d.loadCells(b))
+		}
+	}
+	return nil
+}
+
+// loadCells copies block b's aggregation cells into d.aggCells (blockMu
+// held) and returns them.
+func (d *device) loadCells(b unsafe.Pointer) []uint64 {
 	n := d.m.Block.AggWords
 	if cap(d.aggCells) < n {
 		d.aggCells = make([]uint64, n)
 	}
 	cells := d.aggCells[:n]
-	for comm, b := range d.blocks {
-		base := unsafe.Add(b, d.m.Block.Agg)
-		for i := range cells {
-			cells[i] = atomic.LoadUint64((*uint64)(unsafe.Add(base, 8*i)))
-		}
-		d.m.AddAgg(dst, comm, cells)
+	base := unsafe.Add(b, d.m.Block.Agg)
+	for i := range cells {
+		cells[i] = atomic.LoadUint64((*uint64)(unsafe.Add(base, 8*i)))
 	}
-	return nil
+	return cells
 }
 
 // WriteFuncSets fills the function-id sets of every context block, and of
@@ -327,7 +448,7 @@ func (d *device) Close() error {
 			C.free(p)
 		}
 		C.free(d.arena)
-		d.blocks, d.extra, d.arena = nil, nil, nil
+		d.blocks, d.index, d.extra, d.arena = nil, nil, nil, nil
 		d.blockMu.Unlock()
 		d.slots, d.holes = nil, nil
 	})

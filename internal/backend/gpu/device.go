@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,12 +31,20 @@ type Device struct {
 	entry    uint64
 	ctxAddrs hookgen.CtxAddrs // what a block's header holds, but for its comm
 	blockMu  sync.Mutex
-	blocks   []uint64 // the context block of communicator i (Module.Block), device memory
-	// workBlocks are the host views of a Work module's blocks, by
-	// communicator (host-mapped memory, freed with host).
+	blocks   []uint64 // the context block of slot i (Module.Block), device memory (a Work module's: the device address of its host-mapped regions)
+	index    []int    // the communicator index slot i serves (its header's comm), -1: free
+	// workBlocks are the host views of a Work module's blocks, by slot
+	// (host-mapped memory, freed with host).
 	workBlocks []unsafe.Pointer
 	funcSets   []byte // the function-id sets' bytes, written into every block, also those made later
 	aggCells   []byte // one block's cells, read by ReadAgg
+	// folded are the aggregation cells of the communicators released so
+	// far (ReleaseComm), in the host's layout: ReadAgg starts from them.
+	folded []uint64
+	zeros  []byte // a block's worth of zeros, the source of ReleaseComm's reset
+	// loadSlot: slot 0, made at load to serve communicator 0 (Ctx), has
+	// not been asked for since: the first NewComm takes it.
+	loadSlot bool
 
 	// The arena (Module.Arena) opens with the control words and then holds
 	// as many context blocks as fit; a block that does not fit gets an
@@ -136,7 +145,10 @@ func (d *Device) makeArena(slotsDev, holesDev []uintptr) error {
 		Slots:  slotsDev,
 		Holes:  holesDev,
 	}
+	// Slot 0's block is made at load (Ctx) and serves communicator 0 until
+	// the first NewComm takes it.
 	_, err := d.CommCtx(0)
+	d.loadSlot = true
 	return err
 }
 
@@ -191,22 +203,20 @@ func (d *Device) Ordinal() int { return d.d.Ordinal() }
 // Entry is the absolute device address of ncclhooks_entry.
 func (d *Device) Entry() uintptr { return uintptr(d.entry) }
 
-// Ctx is the device address of communicator 0's context block, made at load.
+// Ctx is the devCtx of slot 0, made at load.
 func (d *Device) Ctx() uintptr {
 	d.blockMu.Lock()
 	defer d.blockMu.Unlock()
 	if len(d.blocks) == 0 {
 		return 0
 	}
-	return uintptr(d.blocks[0])
+	return d.ctxOf(0)
 }
 
-// CommCtx returns the devCtx of communicator comm, its context block, making
-// the blocks up to it: zeroed device memory with the header and the
-// function-id sets written, all waited for before the address is returned
-// (NCCL may launch with it at once). Blocks lie in the arena while it has
-// room; a recording profile's must (its hooks find the control words by
-// masking devCtx), so past that a communicator gets no block.
+// CommCtx returns the devCtx of slot comm, making the blocks up to it; a
+// slot made or found free here serves communicator index comm
+// (backend.Device.CommCtx). Every copy is waited for before the address is
+// returned (NCCL may launch with it at once).
 func (d *Device) CommCtx(comm int) (uintptr, error) {
 	if comm < 0 {
 		return 0, fmt.Errorf("gpu backend: communicator index %d", comm)
@@ -217,86 +227,227 @@ func (d *Device) CommCtx(comm int) (uintptr, error) {
 		return 0, cuda.ErrClosed
 	}
 	for len(d.blocks) <= comm {
-		p, err := d.newBlock(len(d.blocks))
-		if err != nil {
+		if err := d.makeBlock(); err != nil {
 			return 0, err
 		}
-		d.blocks = append(d.blocks, p)
 	}
-	return uintptr(d.blocks[comm]), nil
+	if d.index[comm] < 0 {
+		if err := d.claim(comm, comm); err != nil {
+			return 0, err
+		}
+	}
+	if comm == 0 {
+		d.loadSlot = false // asked for: no NewComm takes it
+	}
+	return d.ctxOf(comm), nil
 }
 
-func (d *Device) newBlock(comm int) (uint64, error) {
-	b := d.c.mod.Block
-	if d.c.mod.Work {
-		return d.newWorkBlock(comm)
+// NewComm gives communicator index the lowest free slot, else a new one
+// (backend.Device.NewComm); its header is written and waited for before
+// the devCtx is returned.
+func (d *Device) NewComm(index int) (slot int, ctx uintptr, err error) {
+	if index < 0 {
+		return 0, 0, fmt.Errorf("gpu backend: communicator index %d", index)
 	}
-	a := d.ctxAddrs
-	a.Comm = comm
-	off, inArena, err := d.c.mod.BlockOffset(comm)
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if d.closed.Load() {
+		return 0, 0, cuda.ErrClosed
+	}
+	slot = slices.Index(d.index, -1)
+	if d.loadSlot {
+		slot = 0
+	}
+	if slot < 0 {
+		if err := d.makeBlock(); err != nil {
+			return 0, 0, err
+		}
+		slot = len(d.blocks) - 1
+	}
+	if err := d.claim(slot, index); err != nil {
+		return 0, 0, err
+	}
+	if slot == 0 {
+		d.loadSlot = false
+	}
+	return slot, d.ctxOf(slot), nil
+}
+
+// ReleaseComm adds slot's aggregation cells (copied from the device) into
+// the running totals and resets its block to what a new one holds: zeroed
+// by a copy from the host (device memory; a Work module's host-mapped
+// regions by the host), its header and function-id sets written again, all
+// on the private stream and waited for (backend.Device.ReleaseComm). The
+// hooks must no longer run with its devCtx: NCCL's kernels of the
+// finalized communicator have completed, and the L1, which the pairing's
+// STOP load goes through, does not keep lines across kernels.
+func (d *Device) ReleaseComm(slot int) error {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if d.closed.Load() {
+		return cuda.ErrClosed
+	}
+	if slot < 0 || slot >= len(d.blocks) || d.index[slot] < 0 {
+		return nil
+	}
+	m := d.c.mod
+	if m.Work {
+		clear(unsafe.Slice((*byte)(d.workBlocks[slot]), m.Block.Bytes))
+		d.index[slot] = -1
+		return nil
+	}
+	p := d.blocks[slot]
+	if m.Block.AggWords > 0 {
+		cells, err := d.readCells(p)
+		if err != nil {
+			return shutdown(err)
+		}
+		if d.folded == nil {
+			d.folded = make([]uint64, m.AggWords)
+		}
+		m.AddAgg(d.folded, d.index[slot], cells)
+	}
+	if len(d.zeros) < m.Block.Bytes {
+		d.zeros = make([]byte, m.Block.Bytes)
+	}
+	err := d.d.CopyHtoD(p, d.zeros[:m.Block.Bytes], d.stream)
+	if err == nil {
+		err = d.writeBlock(p, slot)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("gpu backend: %w", err)
+		return fmt.Errorf("gpu backend: resetting context block %d: %w", slot, err)
+	}
+	d.index[slot] = -1
+	return nil
+}
+
+// CommIndex is the communicator index slot serves, -1 while free.
+func (d *Device) CommIndex(slot int) int {
+	d.blockMu.Lock()
+	defer d.blockMu.Unlock()
+	if slot < 0 || slot >= len(d.index) {
+		return -1
+	}
+	return d.index[slot]
+}
+
+// makeBlock makes the next slot's block, free (blockMu held): in the arena
+// while it has room, a recording profile's must (its hooks find the
+// control words by masking devCtx), so past that there is no block; its
+// header (naming the slot) and function-id sets written and waited for.
+func (d *Device) makeBlock() error {
+	slot := len(d.blocks)
+	if d.c.mod.Work {
+		p, err := d.newWorkBlock(slot)
+		if err != nil {
+			return err
+		}
+		d.blocks, d.index = append(d.blocks, p), append(d.index, -1)
+		return nil
+	}
+	b := d.c.mod.Block
+	off, inArena, err := d.c.mod.BlockOffset(slot)
+	if err != nil {
+		return fmt.Errorf("gpu backend: %w", err)
 	}
 	p := d.arena + uint64(off) // zeroed with the arena
 	if !inArena {
 		if p, err = d.d.Alloc(b.Bytes); err != nil {
-			return 0, fmt.Errorf("gpu backend: context block of communicator %d (%d bytes): %w", comm, b.Bytes, err)
+			return fmt.Errorf("gpu backend: context block %d (%d bytes): %w", slot, b.Bytes, err)
 		}
 	}
-	err = d.d.CopyHtoD(p, d.c.mod.EncodeCtx(a), d.stream)
-	if err == nil && len(d.funcSets) > 0 {
-		err = d.d.CopyHtoD(p+uint64(b.FuncSets), d.funcSets, d.stream)
-	}
-	if err == nil {
-		err = d.stream.Sync()
-	}
-	if err != nil {
+	if err := d.writeBlock(p, slot); err != nil {
 		if !inArena {
 			d.d.Free(p)
 		}
-		return 0, fmt.Errorf("gpu backend: writing the context block of communicator %d: %w", comm, err)
+		return fmt.Errorf("gpu backend: writing context block %d: %w", slot, err)
 	}
 	if !inArena {
 		d.extra = append(d.extra, p)
 	}
-	return p, nil
+	d.blocks, d.index = append(d.blocks, p), append(d.index, -1)
+	return nil
 }
 
-// newWorkBlock makes the block of a Work module's communicator: its
-// regions in zeroed host-mapped memory, which the drain reads where the
-// device writes them; devCtx is its device address plus comm
-// (hookgen.WorkCtx).
-func (d *Device) newWorkBlock(comm int) (uint64, error) {
+// writeBlock writes block p's header, naming communicator comm, and its
+// function-id sets, and waits for them.
+func (d *Device) writeBlock(p uint64, comm int) error {
+	a := d.ctxAddrs
+	a.Comm = comm
+	err := d.d.CopyHtoD(p, d.c.mod.EncodeCtx(a), d.stream)
+	if err == nil && len(d.funcSets) > 0 {
+		err = d.d.CopyHtoD(p+uint64(d.c.mod.Block.FuncSets), d.funcSets, d.stream)
+	}
+	if err == nil {
+		err = d.stream.Sync()
+	}
+	return err
+}
+
+// claim makes free slot serve communicator index (blockMu held): its
+// header names it, written and waited for. A Work block has no header:
+// its devCtx names the slot.
+func (d *Device) claim(slot, index int) error {
+	if !d.c.mod.Work {
+		a := d.ctxAddrs
+		a.Comm = index
+		err := d.d.CopyHtoD(d.blocks[slot], d.c.mod.EncodeCtx(a), d.stream)
+		if err == nil {
+			err = d.stream.Sync()
+		}
+		if err != nil {
+			return fmt.Errorf("gpu backend: writing the header of context block %d: %w", slot, err)
+		}
+	}
+	d.index[slot] = index
+	return nil
+}
+
+// newWorkBlock makes the block of a Work module's slot: its regions in
+// zeroed host-mapped memory, which the drain reads where the device writes
+// them. It returns the block's device address; devCtx is that plus the
+// slot (hookgen.WorkCtx, ctxOf).
+func (d *Device) newWorkBlock(slot int) (uint64, error) {
 	m := d.c.mod
-	if err := hookgen.WorkComm(comm); err != nil { // before its memory is taken
+	if err := hookgen.WorkComm(slot); err != nil { // before its memory is taken
 		return 0, fmt.Errorf("gpu backend: %w", err)
 	}
 	// Page-aligned in practice; aligned here in any case, host and device
 	// views by the same offset.
 	p, dev, err := d.hostAlloc(m.Block.Bytes + hookgen.WorkBlockAlign)
 	if err != nil {
-		return 0, fmt.Errorf("gpu backend: the regions of communicator %d (%d bytes): %w", comm, m.Block.Bytes, err)
+		return 0, fmt.Errorf("gpu backend: the regions of block %d (%d bytes): %w", slot, m.Block.Bytes, err)
 	}
 	off := (hookgen.WorkBlockAlign - dev%hookgen.WorkBlockAlign) % hookgen.WorkBlockAlign
 	p, dev = unsafe.Add(p, off), dev+off
 	clear(unsafe.Slice((*byte)(p), m.Block.Bytes))
-	ctx, err := hookgen.WorkCtx(uintptr(dev), comm)
-	if err != nil {
+	if _, err := hookgen.WorkCtx(uintptr(dev), slot); err != nil {
 		return 0, fmt.Errorf("gpu backend: %w", err)
 	}
 	d.workBlocks = append(d.workBlocks, p)
-	return uint64(ctx), nil
+	return dev, nil
 }
 
-// Comms is how many communicators have a block (CommCtx).
+// ctxOf is the devCtx of slot (blockMu held): its block, plus the slot
+// for a Work module (hookgen.WorkCtx).
+func (d *Device) ctxOf(slot int) uintptr {
+	p := uintptr(d.blocks[slot])
+	if d.c.mod.Work {
+		p += uintptr(slot)
+	}
+	return p
+}
+
+// Comms is how many blocks the device has made (slots, free ones
+// included).
 func (d *Device) Comms() int {
 	d.blockMu.Lock()
 	defer d.blockMu.Unlock()
 	return len(d.blocks)
 }
 
-// Regions is the host view of hook h's regions in communicator comm's
-// block (Work modules; nil otherwise, or before the block is made).
+// Regions is the host view of hook h's regions in slot comm's block (Work
+// modules; nil otherwise, or before the block is made).
 func (d *Device) Regions(comm, h int) []uint64 {
 	d.blockMu.Lock()
 	defer d.blockMu.Unlock()
@@ -349,8 +500,9 @@ func (d *Device) WriteLimit(h int, limit uint64) error {
 	return d.d.CopyHtoD(d.arena+uint64(8*(H+h)), asBytes(w), d.stream)
 }
 
-// ReadAgg copies every communicator's aggregation cells from its context
-// block and adds them up into dst (Module.AddAgg).
+// ReadAgg adds up the running totals of the released communicators and
+// every live block's aggregation cells, copied from the device
+// (Module.AddAgg).
 func (d *Device) ReadAgg(dst []uint64) error {
 	m := d.c.mod
 	if len(dst) < m.AggWords {
@@ -362,17 +514,29 @@ func (d *Device) ReadAgg(dst []uint64) error {
 	if m.Block.AggWords == 0 {
 		return nil
 	}
+	copy(dst, d.folded)
+	for slot, p := range d.blocks {
+		if d.index[slot] < 0 {
+			continue // free: zeroed
+		}
+		cells, err := d.readCells(p)
+		if err != nil {
+			return shutdown(err)
+		}
+		m.AddAgg(dst, d.index[slot], cells)
+	}
+	return nil
+}
+
+// readCells copies block p's aggregation cells from the device into
+// d.aggCells (blockMu held).
+func (d *Device) readCells(p uint64) ([]uint64, error) {
+	m := d.c.mod
 	if cap(d.aggCells) < 8*m.Block.AggWords {
 		d.aggCells = make([]byte, 8*m.Block.AggWords)
 	}
 	cells := unsafe.Slice((*uint64)(unsafe.Pointer(&d.aggCells[0])), m.Block.AggWords)
-	for comm, p := range d.blocks {
-		if err := d.d.CopyDtoH(asBytes(cells), p+uint64(m.Block.Agg), d.stream); err != nil {
-			return shutdown(err)
-		}
-		m.AddAgg(dst, comm, cells)
-	}
-	return nil
+	return cells, d.d.CopyDtoH(asBytes(cells), p+uint64(m.Block.Agg), d.stream)
 }
 
 // WriteFuncSets fills the function-id sets of every context block, and of
@@ -462,7 +626,7 @@ func (d *Device) Close() error {
 			errs = append(errs, d.d.Free(p))
 		}
 	}
-	d.blocks, d.workBlocks, d.extra, d.arena, d.arenaAlloc = nil, nil, nil, 0, 0
+	d.blocks, d.index, d.workBlocks, d.extra, d.arena, d.arenaAlloc = nil, nil, nil, nil, 0, 0
 	d.blockMu.Unlock()
 	d.host, d.slots, d.holes = nil, nil, nil
 	if d.stream != nil {
