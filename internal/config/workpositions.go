@@ -103,6 +103,11 @@ func checkWorkNames(h *Hook, errs *ErrorList) {
 			if why, ok := WorkPositionsLack[n.Value]; ok {
 				errs.add(x.PosAt(n.Location().From), "hook %q: %s (in %s) is not available with positions: work: %s", h.Name, n.Value, where, why)
 			}
+			if n.Value == "comm" && lets[n.Value] == nil {
+				// The device knows only its block's slot, which is reused;
+				// the drain writes the index into a comm field.
+				errs.add(x.PosAt(n.Location().From), "hook %q: comm (in %s): with positions: work the device knows only the communicator's context block, which a later communicator reuses, and the drain writes its index into the comm field: record comm as a field and compute from it in the report", h.Name, where)
+			}
 			if l, ok := lets[n.Value]; ok && !seen[l.Name] {
 				seen[l.Name] = true
 				walk(l.Expr, fmt.Sprintf("let %s", l.Name))

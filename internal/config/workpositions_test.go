@@ -72,6 +72,10 @@ func TestWorkPositions(t *testing.T) {
 			"  - name: h\n    let: [{name: w, expr: workCounter}]\n    aggregate: [{name: n, kind: count}]\n" +
 				"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
 			[]string{`5:11: hook "h": let w: the drain aggregates this hook's work items from their timestamps alone, and a let would be computed on the device for nothing: remove it`}},
+		{"comm in a let",
+			"  - name: h\n    let: [{name: c2, expr: comm * 2}]\n    fields: [c2, comm]\n" +
+				"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
+			[]string{`5:28: hook "h": comm (in let c2): with positions: work the device knows only the communicator's context block, which a later communicator reuses, and the drain writes its index into the comm field: record comm as a field and compute from it in the report`}},
 		{"a function-name test",
 			"  - name: h\n    let: [{name: ar, expr: 'func startsWith \"AllReduce\"'}]\n    fields: [ar]\n" +
 				"    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}\n",
