@@ -5,9 +5,10 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/sinks"
 )
 
-// Retired are the communicators of device ord the drain retired (its
-// finalized ones, with work positions).
-func (s *Session) Retired(ord int) []int { return s.drainer.Retired(ord) }
+// Retired is how many communicators of device ord the drain retired (its
+// finalized ones, with work positions), the last one's block, and how many
+// entries its queues of them hold (rings.Drainer.Retired).
+func (s *Session) Retired(ord int) (total, last, queued int) { return s.drainer.Retired(ord) }
 
 // DeviceState is what the drainer writes in a device's device lines.
 func (s *Session) DeviceState(d backend.Device) sinks.DeviceState { return s.deviceState(d) }

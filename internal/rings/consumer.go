@@ -48,12 +48,13 @@ type consumer struct {
 	// drainAggs: the hook's aggregates, which the drain computes from its
 	// records (drainagg.go); its records go to them, not to the ring.
 	drainAggs *drainAggs
-	// retirements are the device's finalized communicators; retireSeen
-	// how many of them retiring took; retiring those whose regions are
+	// retirements are the device's finalized communicators, queued for
+	// this consumer under retireID until it takes them; retiring those it
+	// took whose regions are
 	// still to settle. A retired region's cursor is nil in regions, its
 	// records in retiredRecords.
 	retirements    *retirements
-	retireSeen     int
+	retireID       int
 	retiring       []int
 	retiredRecords uint64
 	// Reused blocks (backend.Device.NewComm): commIndex is the

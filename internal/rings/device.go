@@ -6,7 +6,6 @@ package rings
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/ncclhooks/ncclhooks/internal/backend"
 	"github.com/ncclhooks/ncclhooks/internal/hookgen"
@@ -56,7 +55,7 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 		ordinal: dev.Ordinal(),
 		ctl:     make([]uint64, m.CtlWords()),
 		agg:     make([]uint64, m.AggWords),
-		retired: &retirements{},
+		retired: newRetirements(),
 	}
 	if err := dev.ReadCtl(dv.ctl); err != nil {
 		return fmt.Errorf("rings: device %d: reading heads: %w", dv.ordinal, err)
@@ -77,7 +76,7 @@ func (d *Drainer) Add(dev backend.Device, m *hookgen.Module) error {
 		if k.work {
 			k.regionsOf = func(comm int) []uint64 { return dev.Regions(comm, h) }
 			k.comms = dev.Comms
-			k.retirements = dv.retired
+			k.retirements, k.retireID = dv.retired, dv.retired.subscribe()
 			k.commIndex = dev.CommIndex
 			k.released = &dv.released
 			k.settled = func(slot int) { d.settledSlot(dv, slot) }
@@ -164,14 +163,15 @@ func (d *Drainer) release(dv *device, slot int) bool {
 	return err == nil
 }
 
-// Retired are the communicators of device ordinal retired so far (Retire),
-// in order.
-func (d *Drainer) Retired(ordinal int) []int {
+// Retired is how many communicators of device ordinal were retired so far
+// (Retire) with work positions, the last one's slot (-1: none), and how
+// many entries the work consumers' queues of them hold: those not taken
+// yet, whatever the count.
+func (d *Drainer) Retired(ordinal int) (total, last, queued int) {
 	for _, dv := range *d.devices.Load() {
 		if dv.ordinal == ordinal {
-			var seen int
-			return slices.Clone(dv.retired.since(&seen))
+			return dv.retired.counts()
 		}
 	}
-	return nil
+	return 0, -1, 0
 }

@@ -140,3 +140,64 @@ func waitFor(t *testing.T, ok func() bool) {
 		}
 	}
 }
+
+// A process that makes and finalizes communicators one after another keeps
+// no entry per finalized communicator: the work consumers' retirement
+// queues hold those not taken yet, whatever the count (before, a list of
+// every communicator ever retired: 8 bytes each, for good).
+func TestRetirementsBoundedOverManyCommunicators(t *testing.T) {
+	p, err := config.Parse("p.yaml", []byte(`version: 1
+name: p
+output: {dump_interval: 1h}
+hooks:
+  - name: a
+    fields: [workCounter, phase]
+    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}
+  - name: b
+    fields: [workCounter, channelId]
+    buffer: {slots: 1024, overflow: overwrite_oldest, positions: work}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := hookgen.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := newFakeDevice(0, m)
+	d := NewDrainer(Options{Sink: newRecordingSink(t), FuncName: testFuncName, PollInterval: 100 * time.Microsecond, DumpInterval: time.Hour})
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	const comms, alive = 1000, 2
+	maxQueued := 0
+	for i := 0; i < comms; i += alive {
+		var slots []int
+		for range alive {
+			slot, _, err := dev.NewComm(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots = append(slots, slot)
+		}
+		for _, slot := range slots {
+			d.Retire(0, slot)
+		}
+		waitFor(t, func() bool { return dev.CommIndex(slots[0]) < 0 && dev.CommIndex(slots[alive-1]) < 0 })
+		_, _, q := d.Retired(0)
+		maxQueued = max(maxQueued, q)
+	}
+	total, _, queued := d.Retired(0)
+	d.Close()
+	if total != comms {
+		t.Errorf("%d communicators retired, want %d", total, comms)
+	}
+	// 2 consumers, each queue at most a few cycles' communicators (its
+	// capacity, what stays allocated).
+	if maxQueued > 2*8*alive || queued > 2*8*alive {
+		t.Errorf("the retirement queues held up to %d entries (%d at the end) over %d communicators, %d alive at once: want a bound, not one per communicator", maxQueued, queued, comms, alive)
+	}
+	if n := dev.Comms(); n > alive {
+		t.Errorf("%d blocks made for %d communicators", n, comms)
+	}
+}

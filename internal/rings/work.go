@@ -192,7 +192,7 @@ func (k *consumer) account(r, before *regionCursor, n uint64, ps *pass, res *pas
 // cursors are dropped, their records kept in the counts. A region whose
 // settle a full ring stopped is taken up again at the next pass.
 func (k *consumer) retire(ps *pass, res *passResult) {
-	k.retiring = append(k.retiring, k.retirements.since(&k.retireSeen)...)
+	k.retiring = k.retirements.since(k.retireID, k.retiring)
 	left := k.retiring[:0]
 	for _, c := range k.retiring {
 		if (c+1)*regionChannels > len(k.regions) {
@@ -278,28 +278,60 @@ func (k *consumer) workPending() uint64 {
 }
 
 // retirements are the communicators of a device finalized so far
-// (Drainer.Retire), in order; each consumer takes those it has not seen.
+// (Drainer.Retire), queued for each work consumer of the device until it
+// takes them: what is kept is the communicators not yet taken, not one
+// entry per communicator ever finalized (a process that makes and
+// finalizes communicators for hours keeps a few), and a count.
 type retirements struct {
-	mu    sync.Mutex
-	comms []int
+	mu      sync.Mutex
+	pending [][]int // by consumer (subscribe): finalized, not taken yet
+	total   int     // finalized so far
+	last    int     // the last one finalized (-1: none)
+}
+
+func newRetirements() *retirements { return &retirements{last: -1} }
+
+// subscribe adds a consumer, which must then take its communicators
+// (since) at each pass; its id is what it passes to since.
+func (rt *retirements) subscribe() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.pending = append(rt.pending, nil)
+	return len(rt.pending) - 1
 }
 
 func (rt *retirements) add(comm int) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	rt.comms = append(rt.comms, comm)
+	for i := range rt.pending {
+		rt.pending[i] = append(rt.pending[i], comm)
+	}
+	rt.total++
+	rt.last = comm
 }
 
-// since returns the communicators past *seen and moves *seen to the end.
-func (rt *retirements) since(seen *int) []int {
+// since appends to into the communicators finalized since consumer id last
+// took them, in order, and forgets them.
+func (rt *retirements) since(id int, into []int) []int {
 	if rt == nil {
-		return nil
+		return into
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	out := rt.comms[*seen:len(rt.comms):len(rt.comms)]
-	*seen = len(rt.comms)
-	return out
+	into = append(into, rt.pending[id]...)
+	rt.pending[id] = rt.pending[id][:0]
+	return into
+}
+
+// counts are how many communicators were finalized so far, the last one
+// (-1: none), and how many entries the consumers' queues hold (Retired).
+func (rt *retirements) counts() (total, last, queued int) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, p := range rt.pending {
+		queued += cap(p)
+	}
+	return rt.total, rt.last, queued
 }
 
 // commByte is one byte of a record's comm field in the ring's payload (a
