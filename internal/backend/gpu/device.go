@@ -41,7 +41,6 @@ type Device struct {
 	// folded are the aggregation cells of the communicators released so
 	// far (ReleaseComm), in the host's layout: ReadAgg starts from them.
 	folded []uint64
-	zeros  []byte // a block's worth of zeros, the source of ReleaseComm's reset
 	// loadSlot: slot 0, made at load to serve communicator 0 (Ctx), has
 	// not been asked for since: the first NewComm takes it.
 	loadSlot bool
@@ -275,8 +274,8 @@ func (d *Device) NewComm(index int) (slot int, ctx uintptr, err error) {
 
 // ReleaseComm adds slot's aggregation cells (copied from the device) into
 // the running totals and resets its block to what a new one holds: zeroed
-// by a copy from the host (device memory; a Work module's host-mapped
-// regions by the host), its header and function-id sets written again, all
+// by a driver memset (device memory; a Work module's host-mapped regions
+// by the host), its header and function-id sets written again, all
 // on the private stream and waited for (backend.Device.ReleaseComm). The
 // hooks must no longer run with its devCtx: NCCL's kernels of the
 // finalized communicator have completed, and the L1, which the pairing's
@@ -307,10 +306,7 @@ func (d *Device) ReleaseComm(slot int) error {
 		}
 		m.AddAgg(d.folded, d.index[slot], cells)
 	}
-	if len(d.zeros) < m.Block.Bytes {
-		d.zeros = make([]byte, m.Block.Bytes)
-	}
-	err := d.d.CopyHtoD(p, d.zeros[:m.Block.Bytes], d.stream)
+	err := d.d.Memset(p, 0, m.Block.Bytes, d.stream)
 	if err == nil {
 		err = d.writeBlock(p, slot)
 	}

@@ -29,6 +29,8 @@ type driver interface {
 	Free(p uint64) error
 	CopyHtoD(dst uint64, src []byte, s stream) error
 	CopyDtoH(dst []byte, src uint64, s stream) error
+	// Memset sets n bytes of device memory at dst to v on s and waits.
+	Memset(dst uint64, v byte, n int, s stream) error
 	Launch(f function, grid, block [3]uint32, sharedBytes uint32, s stream, args ...any) error
 	Close() error
 }
@@ -78,6 +80,9 @@ func (c cudaDriver) CopyHtoD(dst uint64, src []byte, s stream) error {
 }
 func (c cudaDriver) CopyDtoH(dst []byte, src uint64, s stream) error {
 	return c.d.CopyDtoH(dst, src, s.(*cuda.Stream))
+}
+func (c cudaDriver) Memset(dst uint64, v byte, n int, s stream) error {
+	return c.d.Memset(dst, v, n, s.(*cuda.Stream))
 }
 func (c cudaDriver) Launch(f function, grid, block [3]uint32, sharedBytes uint32, s stream, args ...any) error {
 	return c.d.Launch(f.(*cuda.Function), grid, block, sharedBytes, s.(*cuda.Stream), args...)

@@ -93,6 +93,13 @@ func (f *fakeDriver) CopyDtoH(dst []byte, src uint64, _ stream) error {
 	}
 	return err
 }
+func (f *fakeDriver) Memset(dst uint64, v byte, n int, _ stream) error {
+	b, err := f.at(dst, n)
+	for i := range b {
+		b[i] = v
+	}
+	return err
+}
 func (f *fakeDriver) Launch(_ function, _, _ [3]uint32, _ uint32, _ stream, args ...any) error {
 	b, err := f.at(args[0].(uint64), 8) // the clock kernel's output word
 	if err == nil {
