@@ -265,7 +265,6 @@ func Compare(base, cand []*RunData, opts DiffOptions) (*Diff, error) {
 	// 23 rows of identical builds gave a false FAIL in about one diff of
 	// twenty on a loaded machine. m is counted at conf: a change that has
 	// too few runs for its row's level still counts, which only widens.
-	d.Comparisons = 0
 	for _, k := range order {
 		for _, c := range compareRow(k, base, cand, problems[k.hook], opts).Changes {
 			if c.Defined {
