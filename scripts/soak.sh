@@ -15,7 +15,8 @@
 # sampled: RSS (VmRSS), threads, open files (/proc/PID/fd), the plugin's
 # goroutines (go_goroutines of its /metrics, NCCL_HOOKS_PROM_ADDR) and, on
 # the gpu backend where nvidia-smi is present, device memory. The samples go
-# to OUT/samples.tsv; `ncclhooks soak-verdict` fits the slopes and says PASS
+# to OUT/samples.tsv, each marked phase "run" within the slice's duration and
+# "after" once it is over (finalize and the last dumps: shown, not fitted); `ncclhooks soak-verdict` fits the slopes and says PASS
 # or FAIL (OUT/verdict.txt). Exit 0: every run exact and PASS.
 #
 # Environment (defaults in brackets):
@@ -95,7 +96,7 @@ gpumem() {
 }
 
 samples=$OUT/samples.tsv
-printf 't_s\texample\tpid\trss_kib\tthreads\tfds\tgoroutines\tgpu_mib\n' >"$samples"
+printf 't_s\texample\tpid\tphase\trss_kib\tthreads\tfds\tgoroutines\tgpu_mib\n' >"$samples"
 echo "soak: $1 on the $BACKEND backend, ${#examples[@]} examples x ${slice}s, $BIN, samples every ${INTERVAL}s into $samples" >&2
 t0=$(date +%s.%N)
 fail=0
@@ -110,6 +111,7 @@ for ex in "${examples[@]}"; do
   NCCL_HOOKS_PROM_ADDR=127.0.0.1:$port "$CLI" --quiet run "$ex" --backend "$BACKEND" --plugin "$PLUGIN" \
     --no-verify --duration "${slice}s" --out "$dir" $RUN_FLAGS >"$OUT/$name.run.txt" 2>"$OUT/$name.run.log" &
   pid=$!
+  started=$(date +%s.%N)
   while kill -0 "$pid" 2>/dev/null; do
     st=/proc/$pid/status
     rss=$(awk '/^VmRSS:/ { print $2 }' "$st" 2>/dev/null)
@@ -117,10 +119,12 @@ for ex in "${examples[@]}"; do
     fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
     gor=$(goroutines "$port")
     gmem=$(gpumem "$pid")
-    t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')
+    now=$(date +%s.%N)
+    t=$(awk -v a="$t0" -v b="$now" 'BEGIN { printf "%.3f", b - a }')
+    phase=$(awk -v a="$started" -v b="$now" -v d="$slice" 'BEGIN { print (b - a < d) ? "run" : "after" }')
     # A sample read as the process exits is left out.
     if [ -n "$rss" ] && [ -n "$thr" ] && kill -0 "$pid" 2>/dev/null; then
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$name" "$pid" "$rss" "$thr" "$fds" "$gor" "$gmem" >>"$samples"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$name" "$pid" "$phase" "$rss" "$thr" "$fds" "$gor" "$gmem" >>"$samples"
     fi
     sleep "$INTERVAL"
   done

@@ -83,19 +83,26 @@ func TestSoakScriptShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) < 5 || lines[0] != "t_s\texample\tpid\trss_kib\tthreads\tfds\tgoroutines\tgpu_mib" {
+	if len(lines) < 5 || lines[0] != "t_s\texample\tpid\tphase\trss_kib\tthreads\tfds\tgoroutines\tgpu_mib" {
 		t.Fatalf("samples: want a header and 4 samples at least:\n%s", b)
 	}
+	phases := map[string]int{}
 	for _, l := range lines[1:] {
 		f := strings.Split(l, "\t")
-		for i, c := range f[3:7] { // rss, threads, fds, goroutines: numbers
+		phases[f[3]]++
+		for i, c := range f[4:8] { // rss, threads, fds, goroutines: numbers
 			if n, err := strconv.Atoi(c); err != nil || n <= 0 {
-				t.Errorf("sample %q: column %d is %q, want a positive count", l, i+4, c)
+				t.Errorf("sample %q: column %d is %q, want a positive count", l, i+5, c)
 			}
 		}
-		if f[7] != "NA" {
+		if f[8] != "NA" {
 			t.Errorf("sample %q: device memory on the cpu backend, want NA", l)
 		}
+	}
+	// The run's own samples, then finalize's (the process outlives its
+	// duration by its last dumps).
+	if phases["run"] < 4 || len(phases) > 2 || (len(phases) == 2 && phases["after"] == 0) {
+		t.Errorf("phases %v: want 4 samples within the duration at least, and the rest after it", phases)
 	}
 }
 

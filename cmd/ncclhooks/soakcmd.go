@@ -14,7 +14,8 @@ import (
 // runSoakVerdict judges a soak's samples (scripts/soak.sh): per process and
 // metric the first, last and highest value, the least-squares slope per
 // hour over the whole run and after warm-up, and PASS when every metric
-// stays within its bound (soak.Rules).
+// stays within its bound (soak.Rules). Samples taken after the duration
+// (phase "after": finalize and the last dumps) are shown, not judged.
 func runSoakVerdict(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("soak-verdict", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -58,7 +59,7 @@ func runSoakVerdict(args []string, stdout, stderr io.Writer) int {
 		return exitNoVerdict
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "process\tmetric\tsamples\tfirst\tlast\tmax\tslope/h\tslope/h after warm-up\tbound after warm-up\tresult\t")
+	fmt.Fprintln(tw, "process\tmetric\tsamples\tfirst\tlast\tmax\tslope/h\tslope/h after warm-up\tbound after warm-up\tresult\tmax after the duration\t")
 	pass := true
 	for _, r := range results {
 		res := "PASS"
@@ -69,7 +70,11 @@ func runSoakVerdict(args []string, stdout, stderr io.Writer) int {
 		if !math.IsInf(r.Rule.MaxSlope, 1) {
 			bound = fmt.Sprintf("%g %s/h", r.Rule.MaxSlope, r.Unit)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%g\t%g\t%g\t%.4g\t%.4g\t%s\t%s\t\n", r.Group, r.Metric, r.N, r.First, r.Last, r.Max, r.SlopeAll, r.SlopeLate, bound, res)
+		after := "-"
+		if r.AfterN > 0 {
+			after = fmt.Sprintf("%g (%d samples)", r.AfterMax, r.AfterN)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%g\t%g\t%g\t%.4g\t%.4g\t%s\t%s\t%s\t\n", r.Group, r.Metric, r.N, r.First, r.Last, r.Max, r.SlopeAll, r.SlopeLate, bound, res, after)
 	}
 	tw.Flush()
 	for _, r := range results {

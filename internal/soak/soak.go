@@ -74,15 +74,21 @@ var Rules = []Rule{
 type Series struct {
 	Group  string    // the process: the example soaked and its pid
 	Metric string    // a column of the samples
-	T      []float64 // seconds
+	T      []float64 // seconds, within the soak's duration
 	V      []float64
+	// After holds the samples taken once the duration was over, while the
+	// process finalized and wrote its last dumps: a one-off that is
+	// reported, not fitted (a slope through it would call the teardown a
+	// leak).
+	AfterT, AfterV []float64
 }
 
 // Read parses samples: a header line naming the columns, then one line per
 // sample. Columns "example" and "pid" name the process (its group), "t_s"
-// is the time in seconds; every other column is a metric, "NA" or empty
-// where it could not be read (a sample without it). Series come in the
-// order first seen.
+// is the time in seconds, "phase" (optional) is "run" within the duration
+// and "after" once it is over (Series.After); every other column is a
+// metric, "NA" or empty where it could not be read (a sample without it).
+// Series come in the order first seen.
 func Read(r io.Reader) ([]*Series, error) {
 	sc := bufio.NewScanner(r)
 	if !sc.Scan() {
@@ -92,7 +98,7 @@ func Read(r io.Reader) ([]*Series, error) {
 		return nil, errors.New("samples: empty: no header line")
 	}
 	cols := strings.Split(sc.Text(), "\t")
-	ti, ex, pid := -1, -1, -1
+	ti, ex, pid, phase := -1, -1, -1, -1
 	for i, c := range cols {
 		switch c {
 		case "t_s":
@@ -101,6 +107,8 @@ func Read(r io.Reader) ([]*Series, error) {
 			ex = i
 		case "pid":
 			pid = i
+		case "phase":
+			phase = i
 		}
 	}
 	if ti < 0 {
@@ -124,8 +132,18 @@ func Read(r io.Reader) ([]*Series, error) {
 			}
 		}
 		g := strings.Join(group, " pid ")
+		after := false
+		if phase >= 0 {
+			switch f[phase] {
+			case "run":
+			case "after":
+				after = true
+			default:
+				return nil, fmt.Errorf("samples:%d: phase %q, want run or after", line, f[phase])
+			}
+		}
 		for i, c := range cols {
-			if i == ti || i == ex || i == pid || f[i] == "" || f[i] == "NA" {
+			if i == ti || i == ex || i == pid || i == phase || f[i] == "" || f[i] == "NA" {
 				continue
 			}
 			v, err := strconv.ParseFloat(f[i], 64)
@@ -138,6 +156,10 @@ func Read(r io.Reader) ([]*Series, error) {
 				s = &Series{Group: g, Metric: c}
 				index[k] = s
 				out = append(out, s)
+			}
+			if after {
+				s.AfterT, s.AfterV = append(s.AfterT, t), append(s.AfterV, v)
+				continue
 			}
 			s.T = append(s.T, t)
 			s.V = append(s.V, v)
@@ -157,13 +179,15 @@ type Result struct {
 	SlopeAll            float64 // per hour, every sample
 	SlopeLate           float64 // per hour, the second half (after warm-up)
 	LevelQ3, LevelQ4    float64 // the 10th percentile of the third and of the last quarter
+	AfterN              int     // samples after the duration (not judged)
+	AfterMax            float64 // the highest of them; NaN where there are none
 	Rule                Rule
 	Pass                bool
 	Why                 string // why it failed; "" when it passed
 }
 
-// Judge judges one series against rule. It needs 8 samples at least: two
-// for each quarter.
+// Judge judges one series against rule by its samples within the duration.
+// It needs 8 samples at least: two for each quarter.
 func Judge(s *Series, rule Rule) (Result, error) {
 	r := Result{Group: s.Group, Metric: s.Metric, Unit: rule.Unit, N: len(s.V), Rule: rule}
 	if len(s.V) < 8 || len(s.T) != len(s.V) {
@@ -171,6 +195,10 @@ func Judge(s *Series, rule Rule) (Result, error) {
 	}
 	r.First, r.Last = s.V[0], s.V[len(s.V)-1]
 	r.Max = slices.Max(s.V)
+	r.AfterN, r.AfterMax = len(s.AfterV), math.NaN()
+	if r.AfterN > 0 {
+		r.AfterMax = slices.Max(s.AfterV)
+	}
 	half, q4 := len(s.V)/2, len(s.V)*3/4
 	r.LevelQ3, r.LevelQ4 = level(s.V[half:q4]), level(s.V[q4:])
 	all, err := Slope(s.T, s.V)

@@ -147,3 +147,53 @@ func TestReadGroupsByProcessAndSkipsNA(t *testing.T) {
 		t.Errorf("7 samples: %v, want ErrTooFewSamples (too short a soak is no PASS)", err)
 	}
 }
+
+// The teardown after a slice's duration (finalize, the last dumps) raises
+// RSS once; those samples, marked phase "after", are reported, not fitted:
+// a flat run with a 8.5 MiB teardown passes, though a line through both
+// would grow by megabytes an hour. Without the phase column they would be
+// fitted, and the same samples fail; an unknown phase is an error.
+func TestTeardownAfterTheDurationIsNotFitted(t *testing.T) {
+	write := func(withPhase bool) string {
+		var b strings.Builder
+		b.WriteString("t_s\texample\tpid")
+		if withPhase {
+			b.WriteString("\tphase")
+		}
+		b.WriteString("\trss_kib\n")
+		for i := 0; i <= 240; i += 2 {
+			phase, rss := "run", 62944+40*math.Sin(float64(i)/5)
+			if i > 220 {
+				phase, rss = "after", 71444
+			}
+			fmt.Fprintf(&b, "%d\tlatency\t7", i)
+			if withPhase {
+				fmt.Fprintf(&b, "\t%s", phase)
+			}
+			fmt.Fprintf(&b, "\t%.0f\n", rss)
+		}
+		return b.String()
+	}
+	ss, err := soak.Read(strings.NewReader(write(true)))
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("Read: %d series, %v", len(ss), err)
+	}
+	r, err := soak.Judge(ss[0], rule("rss_kib"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Pass || r.N != 111 || r.AfterN != 10 || r.AfterMax != 71444 || r.Max > 63000 {
+		t.Errorf("flat run, teardown after it: pass %v (%s), %d samples judged, %d after (max %v), max %v; want PASS, 111, 10 after at 71444",
+			r.Pass, r.Why, r.N, r.AfterN, r.AfterMax, r.Max)
+	}
+	ss, err = soak.Read(strings.NewReader(write(false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := soak.Judge(ss[0], rule("rss_kib")); err != nil || r.Pass || !math.IsNaN(r.AfterMax) {
+		t.Errorf("the same samples with no phase column: pass %v, after max %v, %v; want FAIL (the teardown fitted), NaN", r.Pass, r.AfterMax, err)
+	}
+	if _, err := soak.Read(strings.NewReader("t_s\tphase\trss_kib\n1\tteardown\t2\n")); err == nil || !strings.Contains(err.Error(), "samples:2: phase") {
+		t.Errorf("phase teardown: %v, want an error naming the line and the column", err)
+	}
+}
