@@ -54,7 +54,11 @@ job() {
       NCCL_DEBUG=WARN timeout 120 "$T/build/all_reduce_perf" -b 8 -e 64M -f 2 -g 1 -c 0 -w 5 -n ${ITERS:-20} > "$d/rank$r.log" 2>&1 &
     pids+=($!)
   done
-  for r in "${!pids[@]}"; do wait "${pids[$r]}" || { rc=1; echo "  rank $r ($prof): exit $?"; }; done
+  for r in "${!pids[@]}"; do
+    wait "${pids[$r]}" && continue
+    local st=$?; rc=1
+    echo "  rank $r ($prof): exit $st ($(grep -m3 -E 'ncclhooks|WARN|rror' "$d/rank$r.log" | cut -c1-240 | tr '\n' ' '))"
+  done
   return $rc
 }
 all=(none $PROFILES)

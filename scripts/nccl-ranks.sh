@@ -101,7 +101,8 @@ row() {
   elif [ -n "$prof" ]; then
     "$CLI" check "$d" --profile "$(profile $prof)" > "$d.check" 2>&1 && chk=exact || chk=MISMATCH
     recs=$(cat "$d"/ncclhooks-*.jsonl 2>/dev/null | grep -c '"type":"record"')
-    [ $chk = exact ] || { touch "$d.fail"; { echo "  FAIL $t r$n $prof: check:"; head -15 "$d.check" | sed 's/^/    /'; } >> "$d.ranks"; }
+    [ $chk = exact ] || { touch "$d.fail"; { echo "  FAIL $t r$n $prof: check:"; head -15 "$d.check" | sed 's/^/    /'
+      for f in "$d"/rank*.log; do grep -m4 -E 'ncclhooks|WARN' "$f" | cut -c1-300 | sed "s|^|    ${f##*/}: |"; done; } >> "$d.ranks"; }
   fi
   [ $rc = 0 ] || touch "$d.fail"
   echo "| $t | $n | ${prof:-none} | $([ $rc = 0 ] && echo "all 0" || echo FAIL) | ${oob:-?} | $chk | $recs | $((SECONDS - t0)) |" > "$d.row"

@@ -51,8 +51,16 @@ job() {
       NCCL_DEBUG=WARN timeout 120 "$T/build/all_reduce_perf" -b 64K -e 4M -f 4 -g 1 -c 1 -w 2 -n ${ITERS:-20} > "$d/rank$r.log" 2>&1 &
     pids+=($!)
   done
-  for r in "${!pids[@]}"; do wait "${pids[$r]}" || { rc=1; echo "  rank $r ($d): exit $?"; }; done
-  "$CLI" check "$d" --profile examples/$prof.yaml > "$d.check" 2>&1 || { rc=1; echo "  check $d:"; head -5 "$d.check"; }
+  for r in "${!pids[@]}"; do
+    wait "${pids[$r]}" && continue
+    local st=$?; rc=1
+    echo "  rank $r ($d): exit $st ($(grep -m3 -E 'ncclhooks|WARN|rror' "$d/rank$r.log" | cut -c1-240 | tr '\n' ' '))"
+  done
+  "$CLI" check "$d" --profile examples/$prof.yaml > "$d.check" 2>&1 || {
+    rc=1; echo "  check $d:"; head -5 "$d.check"
+    # What the plugin and NCCL said in each rank (no output at all: why).
+    for r in $(seq 0 $((NRANKS - 1))); do grep -m4 -E 'ncclhooks|WARN' "$d/rank$r.log" | cut -c1-300 | sed "s/^/    rank $r: /"; done
+  }
   return $rc
 }
 for ((k = 0; k < RUNS; k++)); do
