@@ -293,7 +293,9 @@ func (r *reader) readFile(index int, path string) error {
 	defer fh.Close()
 	f := &File{Path: path, Clocks: map[int]Clock{}, Devices: map[int]*DeviceInfo{}, Comms: map[[2]int]schema.Comm{}}
 	pending := map[pairKey][]pendingStart{}
-	br := bufio.NewReaderSize(fh, 1<<20)
+	// ReadBytes grows past the buffer for a longer line: a small file
+	// needs no 1 MiB buffer (zeroed, per file).
+	br := bufio.NewReaderSize(fh, min(1<<20, 16*fh.BufferSize()))
 	lineNo := 0
 	for {
 		line, err := br.ReadBytes('\n')

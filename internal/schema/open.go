@@ -76,6 +76,7 @@ type Reader struct {
 	buf       []byte // decompressed, not yet returned: only whole lines leave a compressed file
 	truncated bool
 	err       error
+	size      int64 // the buffer size Open chose: the file's size, 4 KiB to 64 KiB
 }
 
 // Open opens an output file for reading.
@@ -84,9 +85,15 @@ func Open(path string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	br := bufio.NewReaderSize(f, 1<<16)
+	// A buffer no larger than the file (at least 4 KiB, at most 64 KiB): a
+	// small output does not pay for a 64 KiB zeroed allocation.
+	size := int64(1 << 16)
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		size = min(max(st.Size(), 4096), size)
+	}
+	r := &Reader{f: f, size: size}
+	br := bufio.NewReaderSize(f, int(size))
 	head, _ := br.Peek(4)
-	r := &Reader{f: f}
 	switch {
 	case bytes.HasPrefix(head, zstdMagic):
 		d, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<27))
@@ -133,9 +140,13 @@ func (r *Reader) Read(p []byte) (int, error) {
 			}
 			return 0, io.EOF
 		}
-		var chunk [1 << 16]byte
-		n, err := r.src.Read(chunk[:])
-		r.buf = append(r.buf, chunk[:n]...)
+		// Decompress into buf's spare room (a chunk array here escaped to
+		// the heap: 64 KiB allocated per call).
+		if cap(r.buf)-len(r.buf) < 1<<15 {
+			r.buf = append(make([]byte, 0, len(r.buf)+1<<16), r.buf...)
+		}
+		n, err := r.src.Read(r.buf[len(r.buf):cap(r.buf)])
+		r.buf = r.buf[:len(r.buf)+n]
 		if err != nil {
 			if err != io.EOF {
 				r.truncated = true
@@ -148,6 +159,10 @@ func (r *Reader) Read(p []byte) (int, error) {
 // Truncated reports whether a compressed file ended before its last frame
 // did (the lines read are those before it).
 func (r *Reader) Truncated() bool { return r.truncated }
+
+// BufferSize is a read buffer size fit for the file: its size on disk,
+// at least 4 KiB and at most 64 KiB.
+func (r *Reader) BufferSize() int { return int(r.size) }
 
 // Close closes the file.
 func (r *Reader) Close() error {
