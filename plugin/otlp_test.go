@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -34,23 +33,11 @@ hooks:
 // scrape.
 func promSeriesOf(t *testing.T, dir string) map[string]float64 {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.prom"))
-	if len(files) == 0 {
-		t.Fatalf("no textfiles in %s", dir)
+	s, err := otlptest.PromDir(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	out := map[string]float64{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := otlptest.PromSeries(b)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		maps.Copy(out, s)
-	}
-	return out
+	return s
 }
 
 // The OTLP export end to end through the real .so on the cpu backend: two

@@ -1,7 +1,6 @@
 package gpuharness
 
 import (
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +10,6 @@ import (
 	"github.com/ncclhooks/ncclhooks/internal/cuda"
 	"github.com/ncclhooks/ncclhooks/internal/gputest"
 	"github.com/ncclhooks/ncclhooks/internal/sinks/otlptest"
-	"github.com/ncclhooks/ncclhooks/internal/testbuild"
 )
 
 // TestOTLPExportGPU runs a GPU job through the real plugin and CLI with the
@@ -24,21 +22,7 @@ func TestOTLPExportGPU(t *testing.T) {
 	_, err := cuda.OpenGPU()
 	gputest.Open(t, err)
 	dir := t.TempDir()
-	cli := os.Getenv("NCCLHOOKS_CLI")
-	if cli == "" {
-		if cli, err = testbuild.CLI(dir); err != nil {
-			t.Fatalf("no NCCLHOOKS_CLI and building the CLI failed: %v", err)
-		}
-	}
-	plugin := os.Getenv("NCCLHOOKS_PLUGIN")
-	if plugin == "" {
-		plugin = filepath.Join(filepath.Dir(cli), "libnccl-profiler-hooks.so")
-		if _, err := os.Stat(plugin); err != nil {
-			if plugin, err = testbuild.Plugin(dir); err != nil {
-				t.Fatalf("no NCCLHOOKS_PLUGIN and building the plugin failed: %v", err)
-			}
-		}
-	}
+	cli, plugin := cliAndPlugin(t, dir)
 	rcv, err := otlptest.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -94,21 +78,9 @@ hooks:
 			t.Errorf("request %d: %v", i, err)
 		}
 	}
-	files, _ := filepath.Glob(filepath.Join(prom, "*.prom"))
-	if len(files) == 0 {
-		t.Fatalf("no textfiles in %s", prom)
-	}
-	want := map[string]float64{}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := otlptest.PromSeries(b)
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		maps.Copy(want, s)
+	want, err := otlptest.PromDir(prom)
+	if err != nil {
+		t.Fatal(err)
 	}
 	last := reqs[len(reqs)-1].Body
 	got := otlptest.Series(last)

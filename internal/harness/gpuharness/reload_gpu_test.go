@@ -27,21 +27,7 @@ func TestReloadLatencyGPU(t *testing.T) {
 	_, err := cuda.OpenGPU()
 	gputest.Open(t, err)
 	dir := t.TempDir()
-	cli := os.Getenv("NCCLHOOKS_CLI")
-	if cli == "" {
-		if cli, err = testbuild.CLI(dir); err != nil {
-			t.Fatalf("no NCCLHOOKS_CLI and building the CLI failed: %v", err)
-		}
-	}
-	plugin := os.Getenv("NCCLHOOKS_PLUGIN")
-	if plugin == "" {
-		plugin = filepath.Join(filepath.Dir(cli), "libnccl-profiler-hooks.so")
-		if _, err := os.Stat(plugin); err != nil {
-			if plugin, err = testbuild.Plugin(dir); err != nil {
-				t.Fatalf("no NCCLHOOKS_PLUGIN and building the plugin failed: %v", err)
-			}
-		}
-	}
+	cli, plugin := cliAndPlugin(t, dir)
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
@@ -102,6 +88,28 @@ hooks:
 	t.Logf("RESULTS.md row: | GPU (%s), poll %s, graphs replayed across the switch | file change -> switch %s ms | -> first record of the new hook %s ms | %s |",
 		deviceName(t), interval, lat[1], lat[2], sw)
 	t.Logf("output:\n%s", res)
+}
+
+// cliAndPlugin finds the CLI (NCCLHOOKS_CLI) and the plugin
+// (NCCLHOOKS_PLUGIN, else beside the CLI), building what is missing into
+// dir when Go is present.
+func cliAndPlugin(t *testing.T, dir string) (cli, plugin string) {
+	t.Helper()
+	var err error
+	if cli = os.Getenv("NCCLHOOKS_CLI"); cli == "" {
+		if cli, err = testbuild.CLI(dir); err != nil {
+			t.Fatalf("no NCCLHOOKS_CLI and building the CLI failed: %v", err)
+		}
+	}
+	if plugin = os.Getenv("NCCLHOOKS_PLUGIN"); plugin == "" {
+		plugin = filepath.Join(filepath.Dir(cli), "libnccl-profiler-hooks.so")
+		if _, err := os.Stat(plugin); err != nil {
+			if plugin, err = testbuild.Plugin(dir); err != nil {
+				t.Fatalf("no NCCLHOOKS_PLUGIN and building the plugin failed: %v", err)
+			}
+		}
+	}
+	return cli, plugin
 }
 
 func deviceName(t *testing.T) string {

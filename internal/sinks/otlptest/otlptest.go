@@ -19,9 +19,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -413,6 +416,28 @@ func PromSeries(text []byte) (map[string]float64, error) {
 				return nil, fmt.Errorf("%s: type %v", name, f.GetType())
 			}
 		}
+	}
+	return out, nil
+}
+
+// PromDir reads every textfile (*.prom) of dir as PromSeries does, the
+// samples of all of them together.
+func PromDir(dir string) (map[string]float64, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.prom"))
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no textfiles in %s", dir)
+	}
+	out := map[string]float64{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		s, err := PromSeries(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		maps.Copy(out, s)
 	}
 	return out, nil
 }
