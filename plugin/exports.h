@@ -36,5 +36,6 @@ void hooks_host_state(void* eHandle, int state, const ncclProfilerEventStateArgs
 void hooks_host_stop(void* eHandle);
 int hooks_term_install(int timeoutMs);
 void hooks_term_done(void);
+int hooks_exit_install(void);
 
 #endif

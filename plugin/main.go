@@ -84,7 +84,30 @@ func hooksInit(commID C.uint64_t, commName *C.char, nNodes, nRanks, rank, versio
 		*entry, *ctx = C.uintptr_t(hh.Entry), C.uintptr_t(hh.Ctx)
 	}
 	installTerm()
+	installExit()
 	return C.uint64_t(i)
+}
+
+var exitOnce sync.Once
+
+// installExit registers the plugin's exit handler (exit.c) at the first
+// init, after the job's first CUDA call registered the CUDA runtime's, so
+// that it runs first: the drain stops reading the buffers before the
+// driver's teardown unmaps them.
+func installExit() {
+	exitOnce.Do(func() {
+		if rc := C.hooks_exit_install(); rc != 0 {
+			ncclLog(lifecycle.LogWarn, "ncclhooks: cannot register an exit handler (atexit failed): a process that exits without finalizing its communicators leaves no final dump_stats, and may fault at exit")
+		}
+	})
+}
+
+// hooksExit is the process's exit (exit.c): see lifecycle.Session.Exit.
+//
+//export hooksExit
+func hooksExit() {
+	defer guard("exit")
+	plugin.Exit()
 }
 
 var termOnce sync.Once

@@ -282,6 +282,7 @@ func (s *Session) Reload(seen, changed time.Time) ReloadResult {
 		s.retiredDevices = append(s.retiredDevices, d)
 	}
 	s.devices, s.drainer, s.profile, s.module = newDevs, dr, p, m
+	s.live.Store(dr)
 	if c != nil {
 		s.compiled = c
 	} else {

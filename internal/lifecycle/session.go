@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ncclhooks/ncclhooks/internal/backend"
@@ -52,6 +53,9 @@ type Session struct {
 	funcNames []string
 
 	drainer *rings.Drainer
+	// live is drainer, for Exit when mu cannot be had in time.
+	live    atomic.Pointer[rings.Drainer]
+	exited  bool // Exit ran: the drain reads no device memory again
 	sinks   []sinks.Sink
 	jsonl   *sinks.JSONL
 	prom    *sinks.Prom // nil without metrics outputs (Prometheus, OTLP)
@@ -148,6 +152,11 @@ func (s *Session) Init(commID uint64, name string, nNodes, nRanks, rank, version
 	id := s.nextID
 	c := &comm{id: id, commID: commID, name: name, nNodes: nNodes, nRanks: nRanks, rank: rank}
 	s.comms[id] = c
+	if s.drainer != nil && !s.exited {
+		// The last finalize quiesced the drain (SettleQuiet): this
+		// communicator may run the hooks.
+		s.drainer.Resume()
+	}
 	if s.inactive == "" {
 		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: profile %q (%d hooks), source %s, backend %s, output %s",
 			c, s.profile.Name, len(s.module.Hooks), s.sourceName(), s.knobs.Backend, s.jsonl.Path()))
@@ -215,6 +224,7 @@ func (s *Session) openOutputs() error {
 		s.sinks = append(s.sinks, p)
 	}
 	s.drainer = s.newDrainer(s.profile, sinks.Multi(s.sinks...))
+	s.live.Store(s.drainer)
 	return nil
 }
 
@@ -743,8 +753,10 @@ func (s *Session) Finalize(id uint64) {
 	}
 	// The settle writes to storage that may be slow or hung (a network file
 	// system): NCCL's finalize waits for it at most FinalizeTimeout.
+	// Quiet after it: no hook runs until the next init, and at process
+	// exit the CUDA driver unmaps the host memory the buffers lie in.
 	done := make(chan rings.Summary, 1)
-	go func() { done <- s.drainer.Settle() }()
+	go func() { done <- s.drainer.SettleQuiet() }()
 	timer := time.NewTimer(s.finalizeTimeout())
 	defer timer.Stop()
 	select {

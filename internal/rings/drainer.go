@@ -99,6 +99,11 @@ type Drainer struct {
 
 	devices atomic.Pointer[[]*device] // copy on write under passMu
 	closed  bool                      // under passMu
+	// quiet stops every read of the devices' memory (Quiesce): passes,
+	// bursts and aggregate reads find nothing until Resume. Written under
+	// passMu, read by those under passMu.
+	quiet   atomic.Bool
+	resumes atomic.Uint64 // Resume calls (SettleQuiet)
 
 	wake chan struct{}
 	stop chan struct{}
@@ -153,6 +158,35 @@ func NewDrainer(opts Options) *Drainer {
 	go d.pollLoop()
 	go d.deliverLoop()
 	return d
+}
+
+// Quiesce makes the drainer read the devices' memory no more: no pass, no
+// look for a burst, no aggregate read, until Resume. The poller, the
+// deliverer and the dumps go on with what was already read. It is for
+// when no hook runs and the memory may go: after the last finalize's
+// Settle, and at process exit, where the CUDA driver's teardown unmaps the
+// host memory the slots lie in and a read of it faults the process. It
+// waits at most wait for a pass in progress to end, and reports whether
+// one did: after a false, one pass may still be reading.
+func (d *Drainer) Quiesce(wait time.Duration) bool {
+	d.quiet.Store(true)
+	deadline := time.Now().Add(wait)
+	for !d.passMu.TryLock() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	d.passMu.Unlock()
+	return true
+}
+
+// Resume undoes Quiesce: a communicator is about to run the hooks again.
+func (d *Drainer) Resume() {
+	d.passMu.Lock()
+	d.resumes.Add(1)
+	d.quiet.Store(false)
+	d.passMu.Unlock()
 }
 
 // discard is the sink of an Options without one.

@@ -69,7 +69,7 @@ func (d *Drainer) aggSnapshots(dv *device, now int64, final bool) []sinks.AggSna
 	if len(dv.mod.Aggs) == 0 {
 		return nil
 	}
-	if err := dv.readAgg(); err != nil {
+	if err := d.readAgg(dv); err != nil {
 		if !dv.aggErr {
 			dv.aggErr = true
 			d.logReadFailure(dv, err, "reading aggregates failed, their snapshots are left out")
@@ -109,10 +109,10 @@ func (dv *device) aggCount(hook string) (n uint64, ok bool) {
 }
 
 // readAgg reads the device's aggregates into dv.agg, but for a Work module,
-// whose aggregates the drain keeps there itself.
-func (dv *device) readAgg() error {
-	if dv.mod.Work {
-		return nil
+// whose aggregates the drain keeps there itself, and for a quiesced drainer.
+func (d *Drainer) readAgg(dv *device) error {
+	if dv.mod.Work || d.quiet.Load() {
+		return nil // a quiesced drainer's snapshots are the last it read
 	}
 	return dv.dev.ReadAgg(dv.agg)
 }
@@ -166,7 +166,16 @@ func (d *Drainer) Close() Summary {
 // a final dump (Final, Pending 0), but keeps the Drainer running with its
 // totals: the plugin settles when its last communicator is finalized, and a
 // later communicator in the same process may start the hooks again.
-func (d *Drainer) Settle() Summary {
+func (d *Drainer) Settle() Summary { return d.settle(false, 0) }
+
+// SettleQuiet is Settle, and then Quiesce once its final dump has read the
+// aggregates: the last finalize's, after which no hook runs and the driver
+// may unmap the devices' memory at any moment (process exit). A Resume
+// between the call and that pass (a communicator initialized meanwhile, the
+// settle having waited on slow storage) wins: the drainer goes on reading.
+func (d *Drainer) SettleQuiet() Summary { return d.settle(true, d.resumes.Load()) }
+
+func (d *Drainer) settle(quiesce bool, resumes uint64) Summary {
 	d.deliverMu.Lock()
 	defer d.deliverMu.Unlock()
 	d.passMu.Lock()
@@ -176,7 +185,15 @@ func (d *Drainer) Settle() Summary {
 	}
 	d.passAll(true, d.deliverAll)
 	d.passMu.Unlock()
-	return Summary{Stats: d.dump(true).Stats}
+	sum := Summary{Stats: d.dump(true).Stats} // reads the aggregates: before the quiet
+	if quiesce {
+		d.passMu.Lock()
+		if d.resumes.Load() == resumes {
+			d.quiet.Store(true)
+		}
+		d.passMu.Unlock()
+	}
+	return sum
 }
 
 // deliverAll empties k's ring into the sink: the makeRoom of the passes

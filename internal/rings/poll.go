@@ -158,6 +158,9 @@ func (d *Drainer) idleHeadsInterval() time.Duration {
 func (d *Drainer) burst() bool {
 	d.passMu.Lock()
 	defer d.passMu.Unlock()
+	if d.quiet.Load() {
+		return false
+	}
 	for _, dv := range *d.devices.Load() {
 		if dv.ctlFailed {
 			// Its last head read failed: at process exit the driver may
@@ -202,6 +205,9 @@ func (d *Drainer) wakeDeliverer() {
 // records did.
 func (d *Drainer) lightPass() passResult {
 	var all passResult
+	if d.quiet.Load() {
+		return all
+	}
 	ps := d.newPass(false, nil)
 	for _, dv := range *d.devices.Load() {
 		if dv.ctlFailed {
@@ -242,6 +248,9 @@ func (d *Drainer) newPass(final bool, makeRoom func(*consumer)) *pass {
 // passAll runs one pass over every device (passMu held).
 func (d *Drainer) passAll(final bool, makeRoom func(*consumer)) passResult {
 	var all passResult
+	if d.quiet.Load() {
+		return all // Quiesce: the devices' memory may be gone
+	}
 	ps := d.newPass(final, makeRoom)
 	for _, dv := range *d.devices.Load() {
 		// Work positions have no heads, but the read is kept: it fails

@@ -14,6 +14,8 @@
 // hooks are called back to back, an overload).
 // CDRIVER_SIGTERM=1: SIGTERM to itself after cycle 0's events, with no
 // finalize (a job killed by its launcher).
+// CDRIVER_EXIT=1: exit(0) after cycle 0's events, with no finalize (a
+// torch job that never destroys its process group).
 // CDRIVER_PLANT_FIFO=1: with CDRIVER_PLANT_DIR, a FIFO under the
 // output's name instead of the symlink (opening it would block).
 // CDRIVER_LOADFAIL=1: a file-size limit of 1 byte around cycle 0's
@@ -216,6 +218,11 @@ int main(int argc, char** argv) {
       else if (WIFSIGNALED(st)) printf("CHILD signal %d\n", WTERMSIG(st));
       else printf("CHILD exit %d\n", WEXITSTATUS(st));
       fflush(stdout);
+    }
+    if (getenv("CDRIVER_EXIT")) {
+      printf("EXIT\n");
+      fflush(stdout);
+      exit(0);
     }
     if (getenv("CDRIVER_SIGTERM")) {
       printf("SIGTERM\n");

@@ -1,0 +1,139 @@
+package rings
+
+import (
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ncclhooks/ncclhooks/internal/config"
+)
+
+// mapped returns n zeroed words of anonymous memory the test unmaps, as the
+// CUDA driver unmaps a buffer's host memory at process exit.
+func mapped(t *testing.T, bytes int) []byte {
+	t.Helper()
+	b, err := unix.Mmap(-1, 0, bytes, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestQuiescedDrainerReadsNoMemory: the slots and hole cells of a settled,
+// quiesced drainer are unmapped under it (the CUDA driver's teardown at
+// process exit, which ran after the last finalize of nccl-tests' ranks and
+// faulted the idle poller's burst look on the H100). Its poller, looking
+// for bursts and passing, its dumps and its Close must touch none of it: a
+// read would fault the test process. Close still writes the final dump
+// with the settled totals.
+func TestQuiescedDrainerReadsNoMemory(t *testing.T) {
+	m := testModule(testHook("h", 1024, config.DropNewest))
+	dev := newFakeDevice(0, m)
+	info := m.Hooks[0]
+	slotMem := mapped(t, 8*info.Slots*info.Layout.SlotWords())
+	holeMem := mapped(t, 4*info.Slots)
+	dev.slots[0] = unsafe.Slice((*uint64)(unsafe.Pointer(&slotMem[0])), len(slotMem)/8)
+	dev.holes[0] = unsafe.Slice((*uint32)(unsafe.Pointer(&holeMem[0])), len(holeMem)/4)
+	sink := newRecordingSink(t)
+	d := NewDrainer(Options{Sink: sink, PollInterval: 100 * time.Microsecond, IdlePollInterval: 200 * time.Microsecond, DumpInterval: time.Millisecond})
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.WriteLimit(0, uint64(info.Slots)); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		pos, _ := dev.reserve(0)
+		dev.write(0, pos, testPayload(pos), info.Layout.Chunks, 0)
+	}
+	if st := d.SettleQuiet().Total(); st.Records != 100 || st.Matched != 100 {
+		t.Fatalf("settle: %+v", st)
+	}
+	if !d.Quiesce(time.Second) { // at exit, after a last finalize's SettleQuiet
+		t.Fatal("Quiesce: a pass did not end within 1 s")
+	}
+	// A producer writing after the quiesce (the hooks must not run then)
+	// would be found by the next burst look: none may look.
+	pos, _ := dev.reserve(0)
+	dev.write(0, pos, testPayload(pos), info.Layout.Chunks, 0)
+	if err := unix.Munmap(slotMem); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Munmap(holeMem); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // hundreds of idle looks and passes, a hundred dumps
+	d.Flush(false)
+	st := d.Close().Total()
+	if st.Records != 100 || st.Pending != 0 {
+		t.Errorf("final dump after the quiesce: %+v, want the 100 settled records", st)
+	}
+	if got := len(sink.records[key{"h", 0}]); got != 100 {
+		t.Errorf("%d records delivered, want 100", got)
+	}
+}
+
+// After Resume the drainer reads the devices again: a communicator
+// initialized after the last one was finalized runs the hooks, and its
+// records are drained. So too when the Resume comes while the last
+// finalize's SettleQuiet still waits for a slow sink: the settle does not
+// quiesce over it.
+func TestResumedDrainerDrainsAgain(t *testing.T) {
+	m := testModule(testHook("h", 1024, config.DropNewest))
+	dev := newFakeDevice(0, m)
+	info := m.Hooks[0]
+	d := NewDrainer(Options{PollInterval: 100 * time.Microsecond, DumpInterval: time.Hour})
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.WriteLimit(0, uint64(info.Slots)); err != nil {
+		t.Fatal(err)
+	}
+	write := func(n int) {
+		for range n {
+			pos, _ := dev.reserve(0)
+			dev.write(0, pos, testPayload(pos), info.Layout.Chunks, 0)
+		}
+	}
+	write(10)
+	d.SettleQuiet()
+	d.Resume()
+	write(20)
+	if st := d.Close().Total(); st.Records != 30 || st.Matched != 30 {
+		t.Errorf("after Resume: %+v, want 30 records", st)
+	}
+}
+
+func TestResumeDuringSettleQuietWins(t *testing.T) {
+	m := testModule(testHook("h", 1024, config.DropNewest))
+	dev := newFakeDevice(0, m)
+	info := m.Hooks[0]
+	sink := newRecordingSink(t)
+	sink.delay = 200 * time.Millisecond // a slow file system
+	d := NewDrainer(Options{Sink: sink, PollInterval: 100 * time.Microsecond, DumpInterval: time.Hour})
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.WriteLimit(0, uint64(info.Slots)); err != nil {
+		t.Fatal(err)
+	}
+	write := func(n int) {
+		for range n {
+			pos, _ := dev.reserve(0)
+			dev.write(0, pos, testPayload(pos), info.Layout.Chunks, 0)
+		}
+	}
+	write(10)
+	time.Sleep(50 * time.Millisecond) // the deliverer is in the sink's slow Records
+	settled := make(chan Summary)
+	go func() { settled <- d.SettleQuiet() }()
+	time.Sleep(20 * time.Millisecond)
+	d.Resume() // a communicator initialized while the settle waits
+	<-settled
+	write(20)
+	if st := d.Close().Total(); st.Records != 30 || st.Matched != 30 {
+		t.Errorf("records written after a Resume during the settle: %+v, want 30 records", st)
+	}
+}
