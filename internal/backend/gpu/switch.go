@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/ncclhooks/ncclhooks/internal/backend"
@@ -77,11 +78,16 @@ func NewSwitch(c *Compiled, harness bool) (*Switch, error) {
 // CheckSwitch reports what makes a switch build unsafe for the kernels
 // that call it: the hook rules (Resources.Check) but for the one indirect
 // call it exists for, and a frame only where allowFrame (the ncclhooks
-// harness).
+// harness). That call's return address is relocated as a folded helper's
+// is (readRelocations): one return address is the switch's own call, and
+// any other is a helper the compiler added, refused as in a hook.
 func CheckSwitch(r Resources, budget int, allowFrame bool) error {
 	frame := r.FrameBytes
 	if allowFrame {
 		r.FrameBytes = 0
+	}
+	if r.ReturnAddresses == 1 {
+		r.Calls = slices.DeleteFunc(slices.Clone(r.Calls), func(c string) bool { return c == subroutineCall })
 	}
 	if err := r.Check(budget); err != nil {
 		var ue *UnsafeError

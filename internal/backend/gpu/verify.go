@@ -62,7 +62,14 @@ type Resources struct {
 	FrameBytes int      // stack frame (EIATTR_FRAME_SIZE): spills, saved registers, locals
 	Calls      []string // functions the entry calls (compiler helpers)
 	Addresses  []string // module symbols whose absolute address the loader writes into the entry's code
+	// ReturnAddresses counts the distinct return addresses relocated into
+	// the entry's code: one per call site, whether to a compiler helper
+	// folded into the entry or through a pointer (the reload switch's).
+	ReturnAddresses int
 }
+
+// subroutineCall is how Calls names a call whose callee kept no symbol.
+const subroutineCall = "a subroutine (a compiler helper folded into the hook)"
 
 func (r Resources) String() string {
 	s := fmt.Sprintf("%d registers", r.Registers)
@@ -223,7 +230,10 @@ func (r *Resources) readInfo(f *elf.File, entry int, name string) error {
 // readRelocations adds the calls and module addresses of the entry's
 // relocations. After linking, a helper the compiler calls (its division slow
 // path, say) is folded into the entry's own code and keeps no symbol; the
-// call's return address is still relocated, against a function symbol.
+// call's return address is still relocated, against a function symbol (a
+// low and a high half, with the same addend: the entry's own symbol plus
+// the offset after the call). A call through a pointer relocates its
+// return address the same way.
 func (r *Resources) readRelocations(f *elf.File, syms []elf.Symbol, name string) error {
 	rela := f.Section(".rela.text." + name)
 	if rela == nil {
@@ -233,18 +243,25 @@ func (r *Resources) readRelocations(f *elf.File, syms []elf.Symbol, name string)
 	if err != nil {
 		return fmt.Errorf("reading the entry's relocations: %w", err)
 	}
+	type target struct {
+		sym    int
+		addend int64
+	}
+	returns := map[target]bool{}
 	for p := 0; p+24 <= len(data); p += 24 { // Elf64_Rela
 		sym := int(binary.LittleEndian.Uint64(data[p+8:]) >> 32)
 		name := fmt.Sprintf("#%d", sym)
 		if sym >= 1 && sym <= len(syms) {
 			if elf.ST_TYPE(syms[sym-1].Info) == elf.STT_FUNC {
-				r.Calls = appendNew(r.Calls, "a subroutine (a compiler helper folded into the hook)")
+				r.Calls = appendNew(r.Calls, subroutineCall)
+				returns[target{sym, int64(binary.LittleEndian.Uint64(data[p+16:]))}] = true
 				continue
 			}
 			name = syms[sym-1].Name
 		}
 		r.Addresses = appendNew(r.Addresses, name)
 	}
+	r.ReturnAddresses = len(returns)
 	return nil
 }
 

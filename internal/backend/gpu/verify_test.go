@@ -107,3 +107,38 @@ func TestRegisterCaps(t *testing.T) {
 		}
 	}
 }
+
+// The reload switch's one call through a pointer relocates its return
+// address as a call to a folded helper does: CheckSwitch lets exactly one
+// such call through, and refuses a second (a helper the compiler added).
+// div.cubin's entry has one call (its division's slow path) and a frame.
+func TestCheckSwitchAllowsItsOneCall(t *testing.T) {
+	r, err := EntryResources(readCubin(t, "div.cubin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ReturnAddresses != 1 {
+		t.Fatalf("div.cubin: %d return addresses, want 1 (one call)", r.ReturnAddresses)
+	}
+	if err := CheckSwitch(r, DefaultRegisterBudget, true); err != nil {
+		t.Errorf("one call and a frame the harness allows: %v", err)
+	}
+	if err := CheckSwitch(r, DefaultRegisterBudget, false); err == nil || !strings.Contains(err.Error(), "stack frame") || strings.Contains(err.Error(), "calls") {
+		t.Errorf("one call and a frame, for NCCL's kernels: %v, want the frame refused and the call not", err)
+	}
+	two := r
+	two.ReturnAddresses = 2
+	if err := CheckSwitch(two, DefaultRegisterBudget, true); err == nil || !strings.Contains(err.Error(), "calls a subroutine") {
+		t.Errorf("two calls: %v, want the second refused", err)
+	}
+	if r.Calls[0] != subroutineCall {
+		t.Errorf("CheckSwitch changed its argument's calls: %q", r.Calls)
+	}
+	ok, err := EntryResources(readCubin(t, "ok.cubin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok.ReturnAddresses != 0 {
+		t.Errorf("ok.cubin: %d return addresses, want 0", ok.ReturnAddresses)
+	}
+}
