@@ -18,12 +18,13 @@
 #      a CPU profile of the drain during the sustained rates ($OUT/drain.pprof)
 #   7. the SASS of each example's hook: instructions, atomics, reductions, loads, stores
 #      (host231: NCCL's dev branch, unpatched; HOST_WHEEL=0 leaves out the wheel and torch)
-#   8. ranks (builds the patched NCCLs itself when the nccl step is not asked for), under MPS
-#      where the machine has it: real collectives between 2 and 4 ranks on GPU 0 with no plugin
+#   8. ranks (builds the patched NCCLs itself when the nccl step is not asked for): real
+#      collectives between 2 and 4 ranks on GPU 0 with no plugin
 #      and every example (scripts/nccl-ranks.sh, nccl-tests; the wheel's NCCL from host events,
 #      each patched NCCL from its device hook, for NCCL >= 2.30 also joined by
 #      NCCL_MULTI_RANK_GPU_ENABLE=1) and torch_nccl_load.py --ranks 2 from host events, as
-#      concurrent streams; then alone on the GPU the hook's added time inside a 2-rank all-reduce
+#      concurrent streams without MPS; then alone on the GPU, under MPS where the machine has it,
+#      the hook's added time inside a 2-rank all-reduce
 #      (scripts/nccl-ranks-bench.sh on the newest tag, BENCH_ROUNDS rounds (10) of BENCH_ITERS
 #      calls (50)) and a planted straggler (scripts/nccl-straggler.sh)
 #   9. budget (builds the patched NCCLs itself when the nccl step is not asked for): the plugin's INFO line of the register budget it read from the NCCL that loaded
@@ -34,7 +35,10 @@
 #      TestNCCLLoadedWithLocalSymbols)
 # Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 budget sass bench ranks"
 # picks steps (default all but sass, bench and ranks), GPU_TESTS test packages, NCCL_TAGS tags,
-# BENCH_RATES the bench's event rates (default 1e7), RANKS_CONCURRENT=0 the ranks step's streams one at a time.
+# BENCH_RATES the bench's event rates (default 1e7), RANKS_CONCURRENT=0 the ranks step's streams one at a time,
+# RANKS_PARTS which of its parts run ("wheel torch hostid multirank bench straggler", all by default): run one
+# after another, the whole step takes more than one 10-minute command), RANKS_MPS=1 its correctness streams under MPS,
+# GPU_TEST_RUN a -test.run pattern for the tests step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=.dev/gpu
@@ -70,6 +74,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export NCCL_HOOKS_CACHE_DIR=/tmp/ncclhooks-cache
 export NCCLHOOKS_REQUIRE_GPU=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
+part() { [[ " ${RANKS_PARTS:-wheel torch hostid multirank bench straggler} " == *" $1 "* ]]; }
 # at_least_230 TAG: NCCL_MULTI_RANK_GPU_ENABLE exists from NCCL 2.30 on.
 at_least_230() { [[ $1 =~ ^v2\.([0-9]+)\. ]] && (( BASH_REMATCH[1] >= 30 )); }
 # MPS lets the processes of one GPU run at once. mps_start: the daemon, where the machine has it.
@@ -156,7 +161,7 @@ main() {
       name=$(echo $p | tr / _)
       echo "== go test ./$p (NCCLHOOKS_REQUIRE_GPU=1)"
       (cd $p && NCCLHOOKS_PLUGIN=$ROOT/$BIN/libnccl-profiler-hooks.so NCCLHOOKS_CLI=$ROOT/$BIN/ncclhooks \
-        NCCLHOOKS_MATRIX_OUT=$WORK/caller-matrix.md timeout 560 "$ROOT/$BIN/$name.test" -test.v -test.count=1 \
+        NCCLHOOKS_MATRIX_OUT=$WORK/caller-matrix.md timeout 560 "$ROOT/$BIN/$name.test" -test.v -test.count=1 ${GPU_TEST_RUN:+-test.run "$GPU_TEST_RUN"} \
         > "$WORK/test-$name.log" 2>&1; echo "exit $?")
       grep -E "^(--- |PASS|FAIL|ok|panic)|caller matrix|^\| " "$WORK/test-$name.log" | head -60
       grep -E "^\s+\S+_test.go:[0-9]+: " "$WORK/test-$name.log" | grep -vE "GPU test skipped" | head -40
@@ -246,13 +251,15 @@ if k:
     fi
   fi
   if has ranks; then
-    # Real collectives between ranks on GPU 0, under MPS where the machine has it (the ranks'
-    # processes then run at once; without it they take turns in time slices of ~2 ms). The
-    # correctness rows run as concurrent streams, each 2 rows at a time: the wheel's NCCL from
-    # host events, each patched NCCL from its device hook (and, for NCCL >= 2.30, joined by
-    # NCCL_MULTI_RANK_GPU_ENABLE=1), torch between 2 processes; then, alone on the GPU, the
-    # bench and the straggler.
-    mps_start
+    # Real collectives between ranks on GPU 0. The correctness rows run as concurrent streams,
+    # each 2 rows at a time: the wheel's NCCL from host events, each patched NCCL from its device
+    # hook (and, for NCCL >= 2.30, joined by NCCL_MULTI_RANK_GPU_ENABLE=1), torch between 2
+    # processes. They run without MPS (RANKS_MPS=1 puts them under it): each process has its
+    # own context, so a fault stays in the process that made it, where under MPS it reached
+    # every client of the server (2026-12-07 07:58). Then, alone on the GPU and under MPS
+    # where the machine has it (the ranks' processes then run at once; without it they take
+    # turns in time slices of ~2 ms), the bench and the straggler.
+    [ "${RANKS_MPS:-0}" = 1 ] && mps_start
     local R=$WORK/ranks-logs t0=$SECONDS; mkdir -p "$R"
     local -a spids=() slogs=()
     # stream LOG CMD...: one correctness stream in the background.
@@ -264,8 +271,8 @@ if k:
       spids+=($!); slogs+=("$log")
     }
     wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>&1)
-    stream "$R/wheel-host.log" env PORT_BASE=20000 OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$wheel" wheel --source host --jobs 2
-    stream "$R/torch.log" bash -c "for prof in latency all-events; do
+    part wheel && stream "$R/wheel-host.log" env PORT_BASE=20000 OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$wheel" wheel --source host --jobs 2
+    part torch && stream "$R/torch.log" bash -c "for prof in latency all-events; do
         echo \"== torch with the wheel's NCCL, 2 processes on GPU 0 (NCCL_HOSTID each), NCCL_HOOKS_SOURCE=host, \$prof\"
         NCCL_HOOKS_SOURCE=host timeout 300 python3 internal/harness/torch/torch_nccl_load.py --ranks 2 $BIN/libnccl-profiler-hooks.so examples/\$prof.yaml $WORK/torch-ranks-\$prof 2>&1 | tail -12
         echo \"exit \${PIPESTATUS[0]} (torch, 2 ranks, \$prof; 77 = skipped)\"
@@ -276,10 +283,10 @@ if k:
     for tag in "${TAGS[@]}"; do
       [ -n "${nccl_pid[$tag]:-}" ] && { wait "${nccl_pid[$tag]}"; echo "build NCCL $tag: exit $?"; tail -2 "$WORK/build-nccl-$tag.log"; unset "nccl_pid[$tag]"; }
       [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] || { echo "FAIL ranks on patched $tag: not built (log: $WORK/build-nccl-$tag.log)"; continue; }
-      stream "$R/patched-$tag-device.log" env NCCL_ALGO=Ring NCCL_PROTO=LL,Simple PORT_BASE=$port OUT=$OUT BIN=$BIN WORK=$WORK/ranks \
+      part hostid && stream "$R/patched-$tag-device.log" env NCCL_ALGO=Ring NCCL_PROTO=LL,Simple PORT_BASE=$port OUT=$OUT BIN=$BIN WORK=$WORK/ranks \
         scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device --jobs 2
       port=$((port + 1000))
-      if at_least_230 $tag; then
+      if at_least_230 $tag && part multirank; then
         stream "$R/patched-$tag-device-multirank.log" env NCCL_ALGO=Ring NCCL_PROTO=LL,Simple PORT_BASE=$port OUT=$OUT BIN=$BIN WORK=$WORK/ranks \
           scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device --join multirank --jobs 2
         port=$((port + 1000))
@@ -292,12 +299,13 @@ if k:
       grep -E '^\| [a-z_]+_perf \|' "${slogs[$k]}" | grep -vE '\| all 0 \| Out of bounds values : 0 OK \| (-|exact|refused, inactive) \|' | sed 's/^/FAILED ROW /'
     done
     echo "== ranks: the correctness streams took $((SECONDS - t0)) s"
+    if [ "${RANKS_MPS:-0}" != 1 ] && { part bench || part straggler; }; then mps_start; fi
     # The bench and the straggler, alone on the GPU. The bench joins the ranks by
     # NCCL_MULTI_RANK_GPU_ENABLE=1 where the NCCL has it (NCCL's transports within one GPU;
     # the socket transport over loopback spreads the no-plugin rounds by -14%..+21%).
     local btag=${TAGS[-1]} bjoin=hostid
     at_least_230 $btag && bjoin=multirank
-    if [ -f "$WORK/nccl-$btag/lib/libnccl.so.2" ]; then
+    if part bench && [ -f "$WORK/nccl-$btag/lib/libnccl.so.2" ]; then
       echo "== ranks: the time a hook adds inside all-reduce between 2 ranks (patched NCCL $btag, device hook, joined by $bjoin)"
       t0=$SECONDS
       NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks ITERS=${BENCH_ITERS:-50} scripts/nccl-ranks-bench.sh "$WORK/nccl-$btag" "patched-$btag" \
@@ -305,7 +313,7 @@ if k:
       echo "exit $? (ranks bench, $((SECONDS - t0)) s)"
     fi
     tag=${TAGS[0]}
-    if [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ]; then
+    if part straggler && [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ]; then
       echo "== ranks: a planted straggler between 4 ranks (patched NCCL $tag, device hook)"
       t0=$SECONDS
       NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-straggler.sh "$WORK/nccl-$tag" "patched-$tag" --source device

@@ -104,6 +104,11 @@ row() {
     [ $chk = exact ] || { touch "$d.fail"; { echo "  FAIL $t r$n $prof: check:"; head -15 "$d.check" | sed 's/^/    /'
       for f in "$d"/rank*.log; do grep -m4 -E 'ncclhooks|WARN' "$f" | cut -c1-300 | sed "s|^|    ${f##*/}: |"; done; } >> "$d.ranks"; }
   fi
+  # A Go fault in the plugin at exit may leave the exit status 0 (the 2026-12-07 H100 run): the logs tell.
+  for f in "$d"/rank*.log; do
+    grep -qE '^(fatal error|panic):|^SIGSEGV|signal SIGSEGV' "$f" || continue
+    rc=1; { echo "  FAIL $t r$n ${prof:-none}: ${f##*/} has a fault:"; grep -m1 -A12 -E '^(fatal error|panic):|signal SIGSEGV' "$f" | cut -c1-200 | sed 's/^/    /'; } >> "$d.ranks"
+  done
   [ $rc = 0 ] || touch "$d.fail"
   echo "| $t | $n | ${prof:-none} | $([ $rc = 0 ] && echo "all 0" || echo FAIL) | ${oob:-?} | $chk | $recs | $((SECONDS - t0)) |" > "$d.row"
 }
