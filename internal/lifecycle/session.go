@@ -54,11 +54,11 @@ type Session struct {
 
 	drainer *rings.Drainer
 	// live is drainer, for Exit when mu cannot be had in time.
-	live    atomic.Pointer[rings.Drainer]
-	exited  bool // Exit ran: the drain reads no device memory again
-	sinks   []sinks.Sink
-	jsonl   *sinks.JSONL
-	prom    *sinks.Prom // nil without metrics outputs (Prometheus, OTLP)
+	live   atomic.Pointer[rings.Drainer]
+	exited bool // Exit ran: the drain reads no device memory again
+	sinks  []sinks.Sink
+	jsonl  *sinks.JSONL
+	prom   *sinks.Prom // nil without metrics outputs (Prometheus, OTLP)
 
 	// nvml samples the GPUs' state for the device lines of each dump;
 	// opened by the first background read (never on NCCL's threads), nil
