@@ -97,7 +97,9 @@ for p in "${patches[@]}"; do
 				outcome=timeout by="$pkg"
 			else
 				outcome=killed
-				failed=$(grep -o -- '^--- FAIL: [^ ]*' "$work/out" | sed 's/^--- FAIL: //' | sort -u | paste -sd, -)
+				# A fault kills the test binary before any "--- FAIL" line.
+				failed=$(grep -o -- '^--- FAIL: [^ ]*' "$work/out" | sed 's/^--- FAIL: //' | sort -u | paste -sd, -) || true
+				grep -q '^fatal error: ' "$work/out" && failed="${failed:+$failed, }the test process faulted: $(grep -m1 '^fatal error: ' "$work/out")"
 				by="${pkg#./} ${failed:-(build or setup of the test binary)}"
 			fi
 			break
