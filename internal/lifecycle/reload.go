@@ -119,6 +119,8 @@ type ReloadResult struct {
 	Reason    string        // why not, when not swapped ("" when it was)
 	Compile   time.Duration // load, generate and compile
 	Swap      time.Duration // load on the devices and switch
+	Load      time.Duration // of Swap: loading the module and its blocks on every device
+	Set       time.Duration // of Swap: writing the switch's pairs and slots
 	Active    time.Time     // when the switch took effect
 	Previous  rings.Summary // the previous epoch's final totals
 	Unchanged bool          // the file holds the active profile (same hash)
@@ -236,6 +238,7 @@ func (s *Session) Reload(seen, changed time.Time) ReloadResult {
 	}
 	var flips []flip
 	shared := s.knobs.SharedCtx && !m.Work
+	loadStart := time.Now()
 	for ord, old := range s.devices {
 		d, err := LoadDevice(c, m, ord, s.names(), dr, s.jsonl.Clock)
 		if err != nil {
@@ -258,6 +261,8 @@ func (s *Session) Reload(seen, changed time.Time) ReloadResult {
 			flips = append(flips, flip{ord: ord, slot: sl, blk: blk, entry: d.Entry(), ctx: ctx, prevEntry: old.Entry(), prevCtx: prevCtx})
 		}
 	}
+	res.Load = time.Since(loadStart)
+	setStart := time.Now()
 	for i, f := range flips {
 		if err := s.sw.Set(f.ord, f.slot.addr, f.entry, f.ctx); err != nil {
 			for _, b := range flips[:i] { // back to the running module, whose drain goes on
@@ -275,6 +280,7 @@ func (s *Session) Reload(seen, changed time.Time) ReloadResult {
 		}
 	}
 	active := time.Now()
+	res.Set = active.Sub(setStart)
 	old := s.drainer
 	for _, d := range s.devices {
 		// Never closed: a call that read its slot before the switch may
@@ -310,9 +316,9 @@ func (s *Session) Reload(seen, changed time.Time) ReloadResult {
 	if err := gate.Open(); err != nil {
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: reload: writing the records epoch %d's hooks made during the switch: %v", epoch, err))
 	}
-	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: reload: profile %q (%s, sha256 %.12s) active as epoch %d on %d device(s), %v after the change was seen (compiled in %v, switched in %v); epoch %d's final dump: %s",
+	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: reload: profile %q (%s, sha256 %.12s) active as epoch %d on %d device(s), %v after the change was seen (compiled in %v, switched in %v: loaded in %v, %d slot(s) set in %v); epoch %d's final dump: %s",
 		p.Name, p.File, p.Hash, epoch, len(newDevs), active.Sub(seen).Round(time.Microsecond), res.Compile.Round(time.Microsecond),
-		res.Swap.Round(time.Microsecond), epoch-1, res.Previous))
+		res.Swap.Round(time.Microsecond), res.Load.Round(time.Microsecond), len(flips), res.Set.Round(time.Microsecond), epoch-1, res.Previous))
 	return res
 }
 

@@ -142,3 +142,22 @@ func TestCheckSwitchAllowsItsOneCall(t *testing.T) {
 		t.Errorf("ok.cubin: %d return addresses, want 0", ok.ReturnAddresses)
 	}
 }
+
+// The switch as nvcc 13.0 builds it on the H100 (testdata/README.md): its
+// one call through a pointer is let through, its frame only under the
+// harness.
+func TestSwitchCubinFixture(t *testing.T) {
+	r, err := FunctionResources(readCubin(t, "switch.cubin"), SymSwitch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ReturnAddresses != 1 || r.FrameBytes != 16 || r.Registers != 24 {
+		t.Errorf("switch.cubin: %v, %d return addresses; want 24 registers, a 16-byte frame, 1 return address", r, r.ReturnAddresses)
+	}
+	if err := CheckSwitch(r, DefaultRegisterBudget, true); err != nil {
+		t.Errorf("under the harness: %v", err)
+	}
+	if err := CheckSwitch(r, DefaultRegisterBudget, false); err == nil || strings.Contains(err.Error(), "calls") {
+		t.Errorf("for NCCL's kernels: %v, want the frame refused, and only the frame", err)
+	}
+}
