@@ -119,6 +119,7 @@ type ReloadResult struct {
 	Reason    string        // why not, when not swapped ("" when it was)
 	Compile   time.Duration // load, generate and compile
 	Swap      time.Duration // load on the devices and switch
+	Wait      time.Duration // of Swap: waiting for the session's lock (an init, a finalize)
 	Load      time.Duration // of Swap: loading the module and its blocks on every device
 	Set       time.Duration // of Swap: writing the switch's pairs and slots
 	Active    time.Time     // when the switch took effect
@@ -206,6 +207,7 @@ func (s *Session) Reload(seen, changed time.Time) ReloadResult {
 	// between the devices loaded and the slots switched.
 	swapStart := time.Now()
 	s.mu.Lock()
+	res.Wait = time.Since(swapStart)
 	if s.inactive != "" {
 		s.mu.Unlock()
 		res.Reason = "the plugin went inactive"
@@ -316,9 +318,9 @@ func (s *Session) Reload(seen, changed time.Time) ReloadResult {
 	if err := gate.Open(); err != nil {
 		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: reload: writing the records epoch %d's hooks made during the switch: %v", epoch, err))
 	}
-	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: reload: profile %q (%s, sha256 %.12s) active as epoch %d on %d device(s), %v after the change was seen (compiled in %v, switched in %v: loaded in %v, %d slot(s) set in %v); epoch %d's final dump: %s",
+	s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: reload: profile %q (%s, sha256 %.12s) active as epoch %d on %d device(s), %v after the change was seen (compiled in %v, switched in %v: the session's lock waited for %v, loaded in %v, %d slot(s) set in %v); epoch %d's final dump: %s",
 		p.Name, p.File, p.Hash, epoch, len(newDevs), active.Sub(seen).Round(time.Microsecond), res.Compile.Round(time.Microsecond),
-		res.Swap.Round(time.Microsecond), res.Load.Round(time.Microsecond), len(flips), res.Set.Round(time.Microsecond), epoch-1, res.Previous))
+		res.Swap.Round(time.Microsecond), res.Wait.Round(time.Microsecond), res.Load.Round(time.Microsecond), len(flips), res.Set.Round(time.Microsecond), epoch-1, res.Previous))
 	return res
 }
 
