@@ -41,10 +41,13 @@ type consumer struct {
 	// each communicator's regions (regionsOf, of n slots each; comms says
 	// how many communicators have them), decided by regions, a cursor per
 	// (communicator, channel); slots, holes and the head go unused.
-	work      bool
-	regions   []*regionCursor
-	regionsOf func(comm int) []uint64
-	comms     func() int
+	work    bool
+	regions []*regionCursor
+	// pendingSeen is the work positions pending at the last stats that
+	// read the regions (statsReading).
+	pendingSeen uint64
+	regionsOf   func(comm int) []uint64
+	comms       func() int
 	// drainAggs: the hook's aggregates, which the drain computes from its
 	// records (drainagg.go); its records go to them, not to the ring.
 	drainAggs *drainAggs
@@ -583,7 +586,13 @@ func (k *consumer) unwritten(p, head uint64, s uint32, holeTaken bool, ps *pass)
 }
 
 // stats returns the cumulative statistics (delivery deltas not filled in).
-func (k *consumer) stats() sinks.Stats {
+func (k *consumer) stats() sinks.Stats { return k.statsReading(true) }
+
+// statsReading is stats; a work consumer's pending positions are what its
+// regions' stamps show, read from the device's memory only where read is
+// true: a quiesced drainer's memory may be unmapped (Drainer.Quiesce), and
+// its count is the last one read.
+func (k *consumer) statsReading(read bool) sinks.Stats {
 	ringFull := k.ring.Refused()
 	dropped := k.bufferFull + k.overwritten + k.torn + ringFull
 	matched, pending := k.head-k.start, k.head-k.pos
@@ -591,7 +600,10 @@ func (k *consumer) stats() sinks.Stats {
 	if k.work {
 		// No head: what is decided, and what the stamps show written
 		// beyond it.
-		pending = k.workPending()
+		if read {
+			k.pendingSeen = k.workPending()
+		}
+		pending = k.pendingSeen
 		records = k.regionRecords()
 		matched = records + dropped + pending
 	}

@@ -27,7 +27,7 @@ func (d *Drainer) dump(final bool) *sinks.Dump {
 	for _, dv := range devs {
 		first := len(ps)
 		for _, k := range dv.consumers {
-			ps = append(ps, pending{k, k.stats()})
+			ps = append(ps, pending{k, k.statsReading(!d.quiet.Load())})
 		}
 		out.Aggs = append(out.Aggs, d.aggSnapshots(dv, now, final)...)
 		// A hook that only aggregates (config.Hook.AggregatesOnly: its

@@ -1,6 +1,7 @@
 package rings
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 	"unsafe"
@@ -135,5 +136,49 @@ func TestResumeDuringSettleQuietWins(t *testing.T) {
 	write(20)
 	if st := d.Close().Total(); st.Records != 30 || st.Matched != 30 {
 		t.Errorf("records written after a Resume during the settle: %+v, want 30 records", st)
+	}
+}
+
+// The same with work positions (the every-event profile's), whose records
+// lie in per-communicator regions: a dump's statistics read the regions'
+// stamps for the positions pending (the second fault on the H100, after
+// nccl-tests' last finalize: consumer.stats, workPending, from the
+// deliverer's periodic dump). A quiesced drainer's dumps read none of it.
+func TestQuiescedDrainerReadsNoRegions(t *testing.T) {
+	const regionSlots, channels, items = 16, 2, 200
+	info := testHook("work", config.RegionChannels*regionSlots, config.OverwriteOldest)
+	info.Work, info.RegionSlots = true, regionSlots
+	m := testModule(info)
+	m.Work = true
+	dev := newFakeDevice(0, m)
+	if _, err := dev.CommCtx(0); err != nil {
+		t.Fatal(err)
+	}
+	mem := mapped(t, 8*len(dev.work[0][0]))
+	dev.work[0][0] = unsafe.Slice((*uint64)(unsafe.Pointer(&mem[0])), len(mem)/8)
+	d := NewDrainer(Options{FuncName: testFuncName, PollInterval: 100 * time.Microsecond, DumpInterval: time.Millisecond})
+	if err := d.Add(dev, m); err != nil {
+		t.Fatal(err)
+	}
+	c := info.Layout.Chunks
+	w := regionSlots * c
+	var emitted uint64
+	for ch := range channels {
+		g := &regionProducer{slots: dev.Regions(0, 0)[ch*w : (ch+1)*w], n: regionSlots, c: c,
+			rng: rand.New(rand.NewPCG(1, uint64(ch))), complete: map[uint64]bool{}}
+		g.run(items, 0, 0, func() { time.Sleep(time.Microsecond) })
+		emitted += uint64(2 * items)
+	}
+	settled := d.SettleQuiet().Total()
+	if settled.Matched != emitted || settled.Pending != 0 {
+		t.Fatalf("settle: %+v, want %d matched", settled, emitted)
+	}
+	if err := unix.Munmap(mem); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // a hundred dumps
+	d.Flush(false)
+	if st := d.Close().Total(); st.Matched != emitted || st.Records+st.Dropped != st.Matched || st.Pending != 0 {
+		t.Errorf("final dump after the quiesce: %+v, want the settled %+v", st, settled)
 	}
 }
