@@ -23,7 +23,7 @@
 #      and every example (scripts/nccl-ranks.sh, nccl-tests; the wheel's NCCL from host events,
 #      each patched NCCL from its device hook, for NCCL >= 2.30 also joined by
 #      NCCL_MULTI_RANK_GPU_ENABLE=1) and torch_nccl_load.py --ranks 2 from host events, as
-#      concurrent streams without MPS; then alone on the GPU, under MPS where the machine has it,
+#      streams one after another, under MPS where the machine has it; then alone on the GPU
 #      the hook's added time inside a 2-rank all-reduce
 #      (scripts/nccl-ranks-bench.sh on the newest tag, BENCH_ROUNDS rounds (10) of BENCH_ITERS
 #      calls (50)) and a planted straggler (scripts/nccl-straggler.sh)
@@ -35,9 +35,9 @@
 #      TestNCCLLoadedWithLocalSymbols)
 # Summaries go to $OUT (or out/gpu-check); STEPS="tests nccl examples host host231 budget sass bench ranks"
 # picks steps (default all but sass, bench and ranks), GPU_TESTS test packages, NCCL_TAGS tags,
-# BENCH_RATES the bench's event rates (default 1e7), RANKS_CONCURRENT=0 the ranks step's streams one at a time,
-# RANKS_PARTS which of its parts run ("wheel torch hostid multirank bench straggler", all by default): run one
-# after another, the whole step takes more than one 10-minute command), RANKS_MPS=1 its correctness streams under MPS,
+# BENCH_RATES the bench's event rates (default 1e7), RANKS_CONCURRENT=1 the ranks step's streams at once,
+# RANKS_PARTS which of its parts run ("wheel torch hostid multirank bench straggler", all by default; the whole
+# step takes more than one 10-minute command), RANKS_MPS=0 its correctness streams without MPS,
 # GPU_TEST_RUN a -test.run pattern for the tests step.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -251,15 +251,16 @@ if k:
     fi
   fi
   if has ranks; then
-    # Real collectives between ranks on GPU 0. The correctness rows run as concurrent streams,
-    # each 2 rows at a time: the wheel's NCCL from host events, each patched NCCL from its device
-    # hook (and, for NCCL >= 2.30, joined by NCCL_MULTI_RANK_GPU_ENABLE=1), torch between 2
-    # processes. They run without MPS (RANKS_MPS=1 puts them under it): each process has its
-    # own context, so a fault stays in the process that made it, where under MPS it reached
-    # every client of the server (2026-12-07 07:58). Then, alone on the GPU and under MPS
-    # where the machine has it (the ranks' processes then run at once; without it they take
-    # turns in time slices of ~2 ms), the bench and the straggler.
-    [ "${RANKS_MPS:-0}" = 1 ] && mps_start
+    # Real collectives between ranks on GPU 0, under MPS where the machine has it (the ranks'
+    # processes then run at once; without it they take turns in time slices of ~2 ms). The
+    # correctness rows run as streams one after another (RANKS_CONCURRENT=1: at once), each 2
+    # rows at a time: the wheel's NCCL from host events, each patched NCCL from its device hook
+    # (and, for NCCL >= 2.30, joined by NCCL_MULTI_RANK_GPU_ENABLE=1), torch between 2 processes;
+    # then, alone on the GPU, the bench and the straggler. On the H100 (bench/RESULTS.md): at
+    # once under MPS, a fault in one client failed rows of every stream (07:58); one after
+    # another under MPS, every hostid stream passed in 51-75 s (15:23); at once without MPS
+    # (RANKS_MPS=0), a stream took 378 s (17:31).
+    [ "${RANKS_MPS:-1}" = 1 ] && mps_start
     local R=$WORK/ranks-logs t0=$SECONDS; mkdir -p "$R"
     local -a spids=() slogs=()
     # stream LOG CMD...: one correctness stream in the background.
@@ -267,7 +268,7 @@ if k:
     # client reaches every client of the server, so concurrent streams cannot tell whose it was.
     stream() {
       local log=$1; shift
-      if [ "${RANKS_CONCURRENT:-1}" = 0 ]; then "$@" > "$log" 2>&1; (exit $?) & else "$@" > "$log" 2>&1 & fi
+      if [ "${RANKS_CONCURRENT:-0}" = 0 ]; then "$@" > "$log" 2>&1; (exit $?) & else "$@" > "$log" 2>&1 & fi
       spids+=($!); slogs+=("$log")
     }
     wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>&1)
@@ -299,7 +300,7 @@ if k:
       grep -E '^\| [a-z_]+_perf \|' "${slogs[$k]}" | grep -vE '\| all 0 \| Out of bounds values : 0 OK \| (-|exact|refused, inactive) \|' | sed 's/^/FAILED ROW /'
     done
     echo "== ranks: the correctness streams took $((SECONDS - t0)) s"
-    if [ "${RANKS_MPS:-0}" != 1 ] && { part bench || part straggler; }; then mps_start; fi
+    if [ "${RANKS_MPS:-1}" != 1 ] && { part bench || part straggler; }; then mps_start; fi
     # The bench and the straggler, alone on the GPU. The bench joins the ranks by
     # NCCL_MULTI_RANK_GPU_ENABLE=1 where the NCCL has it (NCCL's transports within one GPU;
     # the socket transport over loopback spreads the no-plugin rounds by -14%..+21%).
