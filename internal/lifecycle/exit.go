@@ -3,8 +3,6 @@ package lifecycle
 import (
 	"fmt"
 	"time"
-
-	"github.com/ncclhooks/ncclhooks/internal/rings"
 )
 
 // exitPassWait bounds how long Exit waits for a pass in progress to end
@@ -35,14 +33,10 @@ func (s *Session) Exit() {
 		return
 	}
 	if n := len(s.comms); n > 0 && s.inactive == "" {
-		done := make(chan rings.Summary, 1)
-		go func() { done <- s.drainer.SettleQuiet() }()
-		select {
-		case sum := <-done:
+		if sum, ok := s.settleQuiet(); ok {
 			s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: process exit with %d communicator(s) not finalized: final dump written: %s; output %s", n, sum, s.jsonl.Path()))
 			s.warnLost(sum)
-		case <-time.After(s.finalizeTimeout()):
-			s.jsonl.Shed()
+		} else {
 			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: process exit with %d communicator(s) not finalized: the output did not settle within %v (slow or hung storage under %s): the process exits without the final dump_stats", n, s.finalizeTimeout(), s.jsonl.Path()))
 		}
 	}

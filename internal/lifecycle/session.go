@@ -755,21 +755,31 @@ func (s *Session) Finalize(id uint64) {
 	// system): NCCL's finalize waits for it at most FinalizeTimeout.
 	// Quiet after it: no hook runs until the next init, and at process
 	// exit the CUDA driver unmaps the host memory the buffers lie in.
+	if sum, ok := s.settleQuiet(); ok {
+		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s; output %s", desc, sum, s.jsonl.Path()))
+		s.warnLost(sum)
+	} else if !s.slowWarned {
+		s.slowWarned = true
+		s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: %s: the output did not settle within %v (slow or hung storage under %s): finalize returns; the records not yet written are counted as dropped_write_failed, and the final dump_stats is written when the write in progress returns (NCCL_HOOKS_FINALIZE_TIMEOUT sets the wait; this warning is not repeated)",
+			desc, s.finalizeTimeout(), s.jsonl.Path()))
+	}
+}
+
+// settleQuiet settles the drain and quiesces it (Drainer.SettleQuiet),
+// waiting at most FinalizeTimeout; past that the output sheds the records
+// not yet written, its final dump comes when the write in progress
+// returns, and ok is false (s.mu held).
+func (s *Session) settleQuiet() (sum rings.Summary, ok bool) {
 	done := make(chan rings.Summary, 1)
 	go func() { done <- s.drainer.SettleQuiet() }()
 	timer := time.NewTimer(s.finalizeTimeout())
 	defer timer.Stop()
 	select {
-	case sum := <-done:
-		s.env.Log(LogInfo, fmt.Sprintf("ncclhooks: %s: last communicator finalized: %s; output %s", desc, sum, s.jsonl.Path()))
-		s.warnLost(sum)
+	case sum = <-done:
+		return sum, true
 	case <-timer.C:
 		s.jsonl.Shed()
-		if !s.slowWarned {
-			s.slowWarned = true
-			s.env.Log(LogWarn, fmt.Sprintf("ncclhooks: %s: the output did not settle within %v (slow or hung storage under %s): finalize returns; the records not yet written are counted as dropped_write_failed, and the final dump_stats is written when the write in progress returns (NCCL_HOOKS_FINALIZE_TIMEOUT sets the wait; this warning is not repeated)",
-				desc, s.finalizeTimeout(), s.jsonl.Path()))
-		}
+		return sum, false
 	}
 }
 
