@@ -41,13 +41,13 @@ type consumer struct {
 	// each communicator's regions (regionsOf, of n slots each; comms says
 	// how many communicators have them), decided by regions, a cursor per
 	// (communicator, channel); slots, holes and the head go unused.
-	work    bool
-	regions []*regionCursor
+	work      bool
+	regions   []*regionCursor
+	regionsOf func(comm int) []uint64
+	comms     func() int
 	// pendingSeen is the work positions pending at the last stats that
 	// read the regions (statsReading).
 	pendingSeen uint64
-	regionsOf   func(comm int) []uint64
-	comms       func() int
 	// drainAggs: the hook's aggregates, which the drain computes from its
 	// records (drainagg.go); its records go to them, not to the ring.
 	drainAggs *drainAggs

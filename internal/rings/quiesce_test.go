@@ -22,6 +22,27 @@ func mapped(t *testing.T, bytes int) []byte {
 	return b
 }
 
+// drainOne starts a drainer with opts on dev, whose one hook is a
+// drop_newest buffer limited to its slots, and returns it and a producer of
+// n complete records.
+func drainOne(t *testing.T, dev *fakeDevice, opts Options) (*Drainer, func(n int)) {
+	t.Helper()
+	info := dev.m.Hooks[0]
+	d := NewDrainer(opts)
+	if err := d.Add(dev, dev.m); err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.WriteLimit(0, uint64(info.Slots)); err != nil {
+		t.Fatal(err)
+	}
+	return d, func(n int) {
+		for range n {
+			pos, _ := dev.reserve(0)
+			dev.write(0, pos, testPayload(pos), info.Layout.Chunks, 0)
+		}
+	}
+}
+
 // TestQuiescedDrainerReadsNoMemory: the slots and hole cells of a settled,
 // quiesced drainer are unmapped under it (the CUDA driver's teardown at
 // process exit, which ran after the last finalize of nccl-tests' ranks and
@@ -38,17 +59,8 @@ func TestQuiescedDrainerReadsNoMemory(t *testing.T) {
 	dev.slots[0] = unsafe.Slice((*uint64)(unsafe.Pointer(&slotMem[0])), len(slotMem)/8)
 	dev.holes[0] = unsafe.Slice((*uint32)(unsafe.Pointer(&holeMem[0])), len(holeMem)/4)
 	sink := newRecordingSink(t)
-	d := NewDrainer(Options{Sink: sink, PollInterval: 100 * time.Microsecond, IdlePollInterval: 200 * time.Microsecond, DumpInterval: time.Millisecond})
-	if err := d.Add(dev, m); err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.WriteLimit(0, uint64(info.Slots)); err != nil {
-		t.Fatal(err)
-	}
-	for range 100 {
-		pos, _ := dev.reserve(0)
-		dev.write(0, pos, testPayload(pos), info.Layout.Chunks, 0)
-	}
+	d, write := drainOne(t, dev, Options{Sink: sink, PollInterval: 100 * time.Microsecond, IdlePollInterval: 200 * time.Microsecond, DumpInterval: time.Millisecond})
+	write(100)
 	if st := d.SettleQuiet().Total(); st.Records != 100 || st.Matched != 100 {
 		t.Fatalf("settle: %+v", st)
 	}
@@ -57,8 +69,7 @@ func TestQuiescedDrainerReadsNoMemory(t *testing.T) {
 	}
 	// A producer writing after the quiesce (the hooks must not run then)
 	// would be found by the next burst look: none may look.
-	pos, _ := dev.reserve(0)
-	dev.write(0, pos, testPayload(pos), info.Layout.Chunks, 0)
+	write(1)
 	if err := unix.Munmap(slotMem); err != nil {
 		t.Fatal(err)
 	}
@@ -82,22 +93,8 @@ func TestQuiescedDrainerReadsNoMemory(t *testing.T) {
 // finalize's SettleQuiet still waits for a slow sink: the settle does not
 // quiesce over it.
 func TestResumedDrainerDrainsAgain(t *testing.T) {
-	m := testModule(testHook("h", 1024, config.DropNewest))
-	dev := newFakeDevice(0, m)
-	info := m.Hooks[0]
-	d := NewDrainer(Options{PollInterval: 100 * time.Microsecond, DumpInterval: time.Hour})
-	if err := d.Add(dev, m); err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.WriteLimit(0, uint64(info.Slots)); err != nil {
-		t.Fatal(err)
-	}
-	write := func(n int) {
-		for range n {
-			pos, _ := dev.reserve(0)
-			dev.write(0, pos, testPayload(pos), info.Layout.Chunks, 0)
-		}
-	}
+	dev := newFakeDevice(0, testModule(testHook("h", 1024, config.DropNewest)))
+	d, write := drainOne(t, dev, Options{PollInterval: 100 * time.Microsecond, DumpInterval: time.Hour})
 	write(10)
 	d.SettleQuiet()
 	d.Resume()
@@ -108,24 +105,10 @@ func TestResumedDrainerDrainsAgain(t *testing.T) {
 }
 
 func TestResumeDuringSettleQuietWins(t *testing.T) {
-	m := testModule(testHook("h", 1024, config.DropNewest))
-	dev := newFakeDevice(0, m)
-	info := m.Hooks[0]
 	sink := newRecordingSink(t)
 	sink.delay = 200 * time.Millisecond // a slow file system
-	d := NewDrainer(Options{Sink: sink, PollInterval: 100 * time.Microsecond, DumpInterval: time.Hour})
-	if err := d.Add(dev, m); err != nil {
-		t.Fatal(err)
-	}
-	if err := dev.WriteLimit(0, uint64(info.Slots)); err != nil {
-		t.Fatal(err)
-	}
-	write := func(n int) {
-		for range n {
-			pos, _ := dev.reserve(0)
-			dev.write(0, pos, testPayload(pos), info.Layout.Chunks, 0)
-		}
-	}
+	dev := newFakeDevice(0, testModule(testHook("h", 1024, config.DropNewest)))
+	d, write := drainOne(t, dev, Options{Sink: sink, PollInterval: 100 * time.Microsecond, DumpInterval: time.Hour})
 	write(10)
 	time.Sleep(50 * time.Millisecond) // the deliverer is in the sink's slow Records
 	settled := make(chan Summary)

@@ -147,6 +147,9 @@ func TestCheckSwitchAllowsItsOneCall(t *testing.T) {
 // one call through a pointer is let through, its frame only under the
 // harness.
 func TestSwitchCubinFixture(t *testing.T) {
+	if src := string(readCubin(t, "switch.cu")); src != SwitchSource() {
+		t.Fatalf("testdata/switch.cu is not SwitchSource(): write it again and rebuild switch.cubin from it (testdata/README.md)")
+	}
 	r, err := FunctionResources(readCubin(t, "switch.cubin"), SymSwitch)
 	if err != nil {
 		t.Fatal(err)
