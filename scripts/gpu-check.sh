@@ -74,6 +74,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export NCCL_HOOKS_CACHE_DIR=/tmp/ncclhooks-cache
 export NCCLHOOKS_REQUIRE_GPU=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
+# stamp WHAT: a heading with the wall clock and the seconds since the command began.
+stamp() { echo "== [$(date -u +%T), ${SECONDS} s] $*"; }
 part() { [[ " ${RANKS_PARTS:-wheel torch hostid multirank bench straggler} " == *" $1 "* ]]; }
 # at_least_230 TAG: NCCL_MULTI_RANK_GPU_ENABLE exists from NCCL 2.30 on.
 at_least_230() { [[ $1 =~ ^v2\.([0-9]+)\. ]] && (( BASH_REMATCH[1] >= 30 )); }
@@ -147,9 +149,19 @@ main() {
     for tag in "${TAGS[@]}"; do
       # The ranks and budget steps alone build what they need; the nccl step always builds.
       has nccl || [ ! -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] || continue
-      scripts/build-nccl.sh --tag $tag --arch sm_90 --jobs 8 --out "$WORK/nccl-$tag" > "$WORK/build-nccl-$tag.log" 2>&1 &
+      # The ranks step's nccl-tests build against this NCCL follows it in the same background
+      # job (about a minute each, which the streams would otherwise wait for one after another).
+      { scripts/build-nccl.sh --tag $tag --arch sm_90 --jobs 8 --out "$WORK/nccl-$tag" > "$WORK/build-nccl-$tag.log" 2>&1 &&
+        { ! has ranks || scripts/nccl-tests-build.sh "$WORK/nccl-$tag" "$WORK/ranks/nccl-tests-patched-$tag" >> "$WORK/build-nccl-$tag.log" 2>&1; }; } &
       nccl_pid[$tag]=$!
     done
+  fi
+  # The wheel's nccl-tests for the ranks step, built while its torch part runs.
+  local wheel_tests_pid=
+  if has ranks && part wheel; then
+    local wheel_dir
+    wheel_dir=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+    [ -f "$wheel_dir/lib/libnccl.so.2" ] && { scripts/nccl-tests-build.sh "$wheel_dir" "$WORK/ranks/nccl-tests-wheel" > "$WORK/build-nccl-tests-wheel.log" 2>&1 & wheel_tests_pid=$!; }
   fi
   local dev_pid=
   if has host231 && [ -z "${NCCL_231_DIR:-}" ] && [ -f nccl/src/nccl-dev.tar.xz ]; then
@@ -272,22 +284,25 @@ if k:
       spids+=($!); slogs+=("$log")
     }
     wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>&1)
-    part wheel && stream "$R/wheel-host.log" env PORT_BASE=20000 OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$wheel" wheel --source host --jobs 2
-    part torch && stream "$R/torch.log" bash -c "for prof in latency all-events; do
+    # torch first: the wheel's nccl-tests builds meanwhile (started with the NCCL builds).
+    part torch && stamp "ranks: torch, 2 processes" && stream "$R/torch.log" bash -c "for prof in latency all-events; do
         echo \"== torch with the wheel's NCCL, 2 processes on GPU 0 (NCCL_HOSTID each), NCCL_HOOKS_SOURCE=host, \$prof\"
         NCCL_HOOKS_SOURCE=host timeout 300 python3 internal/harness/torch/torch_nccl_load.py --ranks 2 $BIN/libnccl-profiler-hooks.so examples/\$prof.yaml $WORK/torch-ranks-\$prof 2>&1 | tail -12
         echo \"exit \${PIPESTATUS[0]} (torch, 2 ranks, \$prof; 77 = skipped)\"
         $BIN/ncclhooks check $WORK/torch-ranks-\$prof --profile examples/\$prof.yaml 2>&1 | tail -3
         $BIN/ncclhooks report $WORK/torch-ranks-\$prof --by rank --markdown 2>&1 | head -40
       done"
+    [ -n "$wheel_tests_pid" ] && { wait "$wheel_tests_pid"; echo "build nccl-tests against the wheel: exit $?"; }
+    part wheel && stamp "ranks: the wheel's NCCL, host events" && stream "$R/wheel-host.log" env PORT_BASE=20000 OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-ranks.sh "$wheel" wheel --source host --jobs 2
     local port=21000
     for tag in "${TAGS[@]}"; do
-      [ -n "${nccl_pid[$tag]:-}" ] && { wait "${nccl_pid[$tag]}"; echo "build NCCL $tag: exit $?"; tail -2 "$WORK/build-nccl-$tag.log"; unset "nccl_pid[$tag]"; }
+      [ -n "${nccl_pid[$tag]:-}" ] && { wait "${nccl_pid[$tag]}"; echo "build NCCL $tag and nccl-tests against it: exit $?"; tail -2 "$WORK/build-nccl-$tag.log"; unset "nccl_pid[$tag]"; }
       [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ] || { echo "FAIL ranks on patched $tag: not built (log: $WORK/build-nccl-$tag.log)"; continue; }
-      part hostid && stream "$R/patched-$tag-device.log" env NCCL_ALGO=Ring NCCL_PROTO=LL,Simple PORT_BASE=$port OUT=$OUT BIN=$BIN WORK=$WORK/ranks \
+      part hostid && stamp "ranks: patched $tag, device hook, NCCL_HOSTID each" && stream "$R/patched-$tag-device.log" env NCCL_ALGO=Ring NCCL_PROTO=LL,Simple PORT_BASE=$port OUT=$OUT BIN=$BIN WORK=$WORK/ranks \
         scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device --jobs 2
       port=$((port + 1000))
       if at_least_230 $tag && part multirank; then
+        stamp "ranks: patched $tag, device hook, NCCL_MULTI_RANK_GPU_ENABLE=1"
         stream "$R/patched-$tag-device-multirank.log" env NCCL_ALGO=Ring NCCL_PROTO=LL,Simple PORT_BASE=$port OUT=$OUT BIN=$BIN WORK=$WORK/ranks \
           scripts/nccl-ranks.sh "$WORK/nccl-$tag" "patched-$tag" --source device --join multirank --jobs 2
         port=$((port + 1000))
@@ -299,7 +314,7 @@ if k:
       grep -vE '^\| [a-z_]+_perf \|' "${slogs[$k]}" | head -80  # the rows are in the .md tables of $OUT
       grep -E '^\| [a-z_]+_perf \|' "${slogs[$k]}" | grep -vE '\| all 0 \| Out of bounds values : 0 OK \| (-|exact|refused, inactive) \|' | sed 's/^/FAILED ROW /'
     done
-    echo "== ranks: the correctness streams took $((SECONDS - t0)) s"
+    stamp "ranks: the correctness streams took $((SECONDS - t0)) s"
     if [ "${RANKS_MPS:-1}" != 1 ] && { part bench || part straggler; }; then mps_start; fi
     # The bench and the straggler, alone on the GPU. The bench joins the ranks by
     # NCCL_MULTI_RANK_GPU_ENABLE=1 where the NCCL has it (NCCL's transports within one GPU;
@@ -307,7 +322,7 @@ if k:
     local btag=${TAGS[-1]} bjoin=hostid
     at_least_230 $btag && bjoin=multirank
     if part bench && [ -f "$WORK/nccl-$btag/lib/libnccl.so.2" ]; then
-      echo "== ranks: the time a hook adds inside all-reduce between 2 ranks (patched NCCL $btag, device hook, joined by $bjoin)"
+      stamp "ranks: the time a hook adds inside all-reduce between 2 ranks (patched NCCL $btag, device hook, joined by $bjoin)"
       t0=$SECONDS
       NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks ITERS=${BENCH_ITERS:-50} scripts/nccl-ranks-bench.sh "$WORK/nccl-$btag" "patched-$btag" \
         --source device --join $bjoin --rounds ${BENCH_ROUNDS:-10}
@@ -315,7 +330,7 @@ if k:
     fi
     tag=${TAGS[0]}
     if part straggler && [ -f "$WORK/nccl-$tag/lib/libnccl.so.2" ]; then
-      echo "== ranks: a planted straggler between 4 ranks (patched NCCL $tag, device hook)"
+      stamp "ranks: a planted straggler between 4 ranks (patched NCCL $tag, device hook)"
       t0=$SECONDS
       NCCL_ALGO=Ring NCCL_PROTO=LL,Simple OUT=$OUT BIN=$BIN WORK=$WORK/ranks scripts/nccl-straggler.sh "$WORK/nccl-$tag" "patched-$tag" --source device
       echo "exit $? (straggler, $((SECONDS - t0)) s)"
@@ -364,5 +379,5 @@ PY
   fi
 }
 main 2>&1 | tee "$OUT/gpu-check.log"
-tar czf "$OUT/work.tgz" -C /tmp --exclude='gpu-check/nccl-v*' --exclude='*.bin' --exclude='cache' --exclude='*.jsonl' gpu-check 2>/dev/null
+tar czf "$OUT/work.tgz" -C /tmp --exclude='gpu-check/nccl-v*' --exclude='*.bin' --exclude='cache' --exclude='*.jsonl' --exclude='nccl-tests-*' gpu-check 2>/dev/null
 ls -la "$OUT"

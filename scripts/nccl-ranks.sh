@@ -17,7 +17,8 @@
 # smid, clock or globaltimer) must leave every rank's output inactive with that reason.
 # --jobs J runs J rows at once (correctness only; the rows' seconds are then not timings).
 # PORT_BASE: the first NCCL_COMM_ID port (scripts running at once need ranges apart).
-# Per-row outputs stay in $WORK; $OUT/ranks-LABEL-SOURCE.md gets the table and,
+# Per-row outputs stay in $WORK, a failed row's logs also go to $OUT/failed-LABEL-SOURCE-JOIN/;
+# $OUT/ranks-LABEL-SOURCE.md gets the table and,
 # for latency at the largest rank count, `ncclhooks report --by rank`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -133,7 +134,12 @@ status=0
 for d in "${rows[@]}"; do
   cat "$d.ranks" 2>/dev/null
   cat "$d.row" 2>/dev/null | tee -a "$md" || { echo "| $d | no row |" | tee -a "$md"; status=1; }
-  [ -f "$d.fail" ] && status=1
+  if [ -f "$d.fail" ]; then
+    status=1
+    # A failed row's rank logs come back with $OUT (their last 64 KiB each): the machine's are lost with it.
+    f=$OUT/failed-$LABEL-$SOURCE-$JOIN/${d##*/}; mkdir -p "$f"
+    for l in "$d"/rank*.log "$d.ranks" "$d.check"; do [ -f "$l" ] && tail -c 65536 "$l" > "$f/${l##*/}"; done
+  fi
 done
 echo "$k rows in $((SECONDS - t0)) s, $JOBS at a time" | tee -a "$md"
 last=${RANKS##* }
