@@ -76,6 +76,8 @@ export NCCLHOOKS_REQUIRE_GPU=1
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 # stamp WHAT: a heading with the wall clock and the seconds since the command began.
 stamp() { echo "== [$(date -u +%T), ${SECONDS} s] $*"; }
+# wheel_nccl: the directory of torch's NCCL wheel (nvidia/nccl), or python's error.
+wheel_nccl() { python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>&1; }
 part() { [[ " ${RANKS_PARTS:-wheel torch hostid multirank bench straggler} " == *" $1 "* ]]; }
 # at_least_230 TAG: NCCL_MULTI_RANK_GPU_ENABLE exists from NCCL 2.30 on.
 at_least_230() { [[ $1 =~ ^v2\.([0-9]+)\. ]] && (( BASH_REMATCH[1] >= 30 )); }
@@ -110,7 +112,7 @@ budget_step() {
     ! grep -m1 "NCCL (version unknown)" "$W/run.log" || echo "FAIL budget $3: the NCCL version is unknown"
   }
   if [ "${HOST_WHEEL:-1}" = 1 ]; then
-    wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+    wheel=$(wheel_nccl)
     if [ -f "$wheel/lib/libnccl.so.2" ]; then
       libs+=("$wheel/lib/libnccl.so.2")
       budget_line "$wheel/lib" "$wheel/include" wheel host
@@ -160,7 +162,7 @@ main() {
   local wheel_tests_pid=
   if has ranks && part wheel; then
     local wheel_dir
-    wheel_dir=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+    wheel_dir=$(wheel_nccl)
     [ -f "$wheel_dir/lib/libnccl.so.2" ] && { scripts/nccl-tests-build.sh "$wheel_dir" "$WORK/ranks/nccl-tests-wheel" > "$WORK/build-nccl-tests-wheel.log" 2>&1 & wheel_tests_pid=$!; }
   fi
   local dev_pid=
@@ -213,7 +215,7 @@ if k:
   if has host; then
     if [ "${HOST_WHEEL:-1}" = 1 ]; then
     echo "== NCCL's host events (NCCL_HOOKS_SOURCE=host): the torch wheel's NCCL"
-    wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>&1)
+    wheel=$(wheel_nccl)
     if [ -f "$wheel/lib/libnccl.so.2" ] && [ -f "$wheel/include/nccl.h" ]; then
       OUT=$OUT BIN=$BIN WORK=$WORK/host scripts/nccl-host.sh "$wheel/lib" "$wheel/include" wheel --source host --expect-struct 5
       echo "exit $? (wheel, host events)"
@@ -283,7 +285,7 @@ if k:
       if [ "${RANKS_CONCURRENT:-0}" = 0 ]; then "$@" > "$log" 2>&1; (exit $?) & else "$@" > "$log" 2>&1 & fi
       spids+=($!); slogs+=("$log")
     }
-    wheel=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>&1)
+    wheel=$(wheel_nccl)
     # torch first: the wheel's nccl-tests builds meanwhile (started with the NCCL builds).
     part torch && stamp "ranks: torch, 2 processes" && stream "$R/torch.log" bash -c "for prof in latency all-events; do
         echo \"== torch with the wheel's NCCL, 2 processes on GPU 0 (NCCL_HOSTID each), NCCL_HOOKS_SOURCE=host, \$prof\"
